@@ -1,0 +1,43 @@
+# slurm-watchdogs: everything a fresh machine needs, from the project's own files.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# The CPU build of torch lies on disk on this kind of machine; naming it first keeps pip
+# from fetching a multi-GB CUDA build for the `torch` extra.
+TORCH_PIN ?= torch==2.13.0
+export WATCHDOGS_CLUSTER_DIR ?= /tmp/watchdogs-dev-cluster
+PYTEST_ARGS ?=
+
+.PHONY: install test cluster-up cluster-down cluster-status lint bench clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q $(TORCH_PIN)
+	$(PY) -m pip install -q -e '.[test,torch]'
+	touch $@
+
+cluster-up:
+	slurm/dev-cluster up
+
+cluster-down:
+	slurm/dev-cluster down
+
+cluster-status:
+	slurm/dev-cluster status
+
+# Brings the cluster up, runs the whole suite, and brings the cluster down whatever the result.
+test: install
+	slurm/dev-cluster up
+	set -o pipefail; rc=0; \
+	SLURM_CONF=$(WATCHDOGS_CLUSTER_DIR)/slurm.conf $(PY) -m pytest $(PYTEST_ARGS) || rc=$$?; \
+	slurm/dev-cluster down; exit $$rc
+
+lint: install
+	$(VENV)/bin/ruff check .
+
+clean: cluster-down
+	rm -rf $(VENV) .pytest_cache

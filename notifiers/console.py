@@ -1,0 +1,19 @@
+"""`console`: alerts on standard output (the scheduler job's log)."""
+from __future__ import annotations
+
+import sys
+from typing import ClassVar, Mapping
+
+from notifiers.base import Message, Notifier
+from watchdogs.config.options import Option, choice
+
+
+class ConsoleNotifier(Notifier):
+    type_name = "console"
+    options: ClassVar[Mapping[str, Option]] = {
+        "stream": Option(choice("stdout", "stderr"), default="stdout"),
+    }
+
+    def notify(self, message: Message) -> None:
+        stream = sys.stdout if self.opts["stream"] == "stdout" else sys.stderr
+        print(f"[{message.severity.upper()}] {message.subject}\n{message.text}", file=stream, flush=True)

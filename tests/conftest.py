@@ -1,0 +1,50 @@
+"""Shared fixtures: the real local Slurm cluster (brought up once per run)."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+DEV_CLUSTER = REPO / "slurm" / "dev-cluster"
+
+
+def _cluster_dir() -> Path:
+    return Path(os.environ.get("WATCHDOGS_CLUSTER_DIR", "/tmp/watchdogs-dev-cluster"))
+
+
+def _can_have_slurm() -> str | None:
+    """None when the cluster can be brought up; else the reason it cannot."""
+    if shutil.which("slurmctld") and shutil.which("munged"):
+        return None
+    if os.geteuid() == 0 and shutil.which("apt-get"):
+        return None
+    return "slurm-wlm/munge are not installed and apt-get is not available as root to install them"
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> Iterator[Path]:
+    """The dev cluster's slurm.conf. Reuses a running cluster (e.g. from `make test`) and
+    leaves it running; otherwise brings one up for this session and down at the end."""
+    reason = _can_have_slurm()
+    if reason is not None:
+        pytest.skip(reason)
+    conf = _cluster_dir() / "slurm.conf"
+    status = subprocess.run([sys.executable, str(DEV_CLUSTER), "status"], capture_output=True)
+    started_here = status.returncode != 0
+    if started_here:
+        subprocess.run([sys.executable, str(DEV_CLUSTER), "up"], check=True, stdout=subprocess.DEVNULL)
+    old = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = str(conf)
+    yield conf
+    if old is None:
+        os.environ.pop("SLURM_CONF", None)
+    else:
+        os.environ["SLURM_CONF"] = old
+    if started_here:
+        subprocess.run([sys.executable, str(DEV_CLUSTER), "down"], check=False)

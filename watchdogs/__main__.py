@@ -1,0 +1,3 @@
+from watchdogs.cli import main
+
+raise SystemExit(main())

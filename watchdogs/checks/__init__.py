@@ -1,0 +1,1 @@
+"""Built-in checks. Each module holds one check type, registered in `watchdogs.checks`."""

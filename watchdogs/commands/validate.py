@@ -1,0 +1,29 @@
+"""`watchdogs validate`: every problem in the config at once, or a one-line summary."""
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+
+from watchdogs.commands.base import CommandResult, config_from_args
+from watchdogs.errors import ConfigError
+
+
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    parser = sub.add_parser("validate", help="check the config file and report every problem")
+    parser.set_defaults(handler=validate)
+
+
+def validate(args: argparse.Namespace) -> CommandResult:
+    try:
+        config = config_from_args(args)
+    except ConfigError as exc:
+        problems = [str(p) for p in exc.problems]
+        return CommandResult(str(exc), {"valid": False, "problems": problems}, exit_code=2)
+    types = Counter(c.type for c in config.checks)
+    kinds = ", ".join(f"{n} {t}" for t, n in sorted(types.items())) or "none"
+    channels = ", ".join(n.name for n in config.notifiers) or "none"
+    text = (f"{config.path}: valid: {len(config.checks)} checks ({kinds}); "
+            f"{len(config.notifiers)} channels ({channels}); state in {config.scheduler.state_dir}")
+    data = {"valid": True, "path": str(config.path), "checks": [c.name for c in config.checks],
+            "notifiers": [n.name for n in config.notifiers]}
+    return CommandResult(text, data)

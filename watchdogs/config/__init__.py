@@ -1,0 +1,10 @@
+"""Loading and validating watchdogs.toml."""
+from watchdogs.config.loader import find_config_path, load_config
+from watchdogs.config.model import (
+    AlertSettings, CheckConfig, Config, CronPeriods, NotifyConfig, SchedulerSettings,
+)
+
+__all__ = [
+    "AlertSettings", "CheckConfig", "Config", "CronPeriods", "NotifyConfig",
+    "SchedulerSettings", "find_config_path", "load_config",
+]

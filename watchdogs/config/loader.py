@@ -1,0 +1,201 @@
+"""Find, parse and validate watchdogs.toml, reporting every problem at once."""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from watchdogs.config import sections
+from watchdogs.config.model import (
+    AlertSettings, CheckConfig, Config, CronPeriods, NotifyConfig, SchedulerSettings, frozen_map,
+)
+from watchdogs.config.options import validate_table
+from watchdogs.errors import ConfigError, ConfigProblem, WatchdogsError
+from watchdogs.plugins import CHECKS_GROUP, NOTIFIERS_GROUP, Registry, load_group
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10 only
+    import tomli as tomllib
+
+ENV_VAR = "WATCHDOGS_CONFIG"
+DEFAULT_NAME = "watchdogs.toml"
+
+
+def find_config_path(explicit: str | os.PathLike[str] | None = None,
+                     env: Mapping[str, str] | None = None, cwd: Path | None = None) -> Path:
+    """--config, then $WATCHDOGS_CONFIG, then ./watchdogs.toml."""
+    env = os.environ if env is None else env
+    if explicit:
+        return Path(explicit).expanduser()
+    if env.get(ENV_VAR):
+        return Path(env[ENV_VAR]).expanduser()
+    candidate = (cwd or Path.cwd()) / DEFAULT_NAME
+    if candidate.exists():
+        return candidate
+    raise WatchdogsError(f"no config: pass --config FILE, set ${ENV_VAR}, "
+                         f"or create {DEFAULT_NAME} in {cwd or Path.cwd()}")
+
+
+@dataclass
+class _Problems:
+    file: str
+    items: list[ConfigProblem] = field(default_factory=list)
+
+    def add(self, table: str, key: str, value: Any, expected: str) -> None:
+        self.items.append(ConfigProblem(self.file, table, key, value, expected))
+
+    def extend(self, table: str, found: list[tuple[str, Any, str]]) -> None:
+        for key, value, expected in found:
+            self.add(table, key, value, expected)
+
+
+def load_config(path: str | os.PathLike[str], checks: Registry | None = None,
+                notifiers: Registry | None = None) -> Config:
+    path = Path(path).expanduser().absolute()
+    problems = _Problems(str(path))
+    raw = _read_toml(path, problems)
+    base = path.parent
+    for key in raw:
+        if key not in sections.TOP_LEVEL:
+            problems.add("top level", key, raw[key],
+                         "a known table: " + ", ".join(f"[{t}]" for t in sections.TOP_LEVEL))
+    scheduler = _section(raw, "scheduler", sections.SCHEDULER, problems, base)
+    cron = _section(raw, "cron", sections.CRON, problems, base)
+    alerts = _section(raw, "alerts", sections.ALERTS, problems, base)
+    checks_reg = checks or load_group(CHECKS_GROUP)
+    notifiers_reg = notifiers or load_group(NOTIFIERS_GROUP)
+    notify_cfgs = _plugin_tables(raw, "notify", sections.NOTIFY_COMMON, notifiers_reg, problems, base)
+    check_cfgs = _plugin_tables(raw, "check", sections.CHECK_COMMON, checks_reg, problems, base)
+    _check_references(check_cfgs, notify_cfgs, alerts, checks_reg, problems)
+    if problems.items:
+        raise ConfigError(problems.items)
+    return Config(
+        path=path,
+        scheduler=_scheduler_settings(scheduler, base),
+        cron=CronPeriods(**cron),
+        alerts=AlertSettings(**alerts),
+        checks=tuple(CheckConfig(**c) for c in check_cfgs),
+        notifiers=tuple(NotifyConfig(**n) for n in notify_cfgs),
+    )
+
+
+def _read_toml(path: Path, problems: _Problems) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise WatchdogsError(f"{path}: config file not found") from None
+    except OSError as exc:
+        raise WatchdogsError(f"{path}: cannot read config: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError([ConfigProblem(str(path), "", "", None, f"valid TOML ({exc})")]) from None
+
+
+def _resolve(value: Any, base: Path) -> Any:
+    if isinstance(value, Path) and not value.is_absolute():
+        return base / value
+    return value
+
+
+def _section(raw: dict[str, Any], name: str, options: Mapping[str, Any], problems: _Problems,
+             base: Path) -> dict[str, Any]:
+    table = raw.get(name, {})
+    if not isinstance(table, dict):
+        problems.add(f"[{name}]", name, table, "a table")
+        table = {}
+    values, found = validate_table(table, options)
+    problems.extend(f"[{name}]", found)
+    for key, option in options.items():
+        if key in values and values[key] is None and option.default is not None:
+            values[key] = option.default
+    for key, value in values.items():
+        if key in ("state_dir", "cron_dir", "stop_file", "templates") and isinstance(value, str):
+            values[key] = Path(value).expanduser()
+    return {k: _resolve(v, base) for k, v in values.items()}
+
+
+def _scheduler_settings(values: dict[str, Any], base: Path) -> SchedulerSettings:
+    values = dict(values)
+    values["cron_dir"] = values["cron_dir"] or base / "cron.d"
+    values["stop_file"] = values["stop_file"] or values["state_dir"] / "STOP"
+    return SchedulerSettings(**values)
+
+
+def _table_label(kind: str, table: Any, index: int) -> str:
+    name = table.get("name") if isinstance(table, dict) else None
+    return f'{kind} "{name}"' if isinstance(name, str) else f"{kind} #{index + 1}"
+
+
+def _plugin_tables(raw: dict[str, Any], kind: str, common: Mapping[str, Any], registry: Registry,
+                   problems: _Problems, base: Path) -> list[dict[str, Any]]:
+    tables = raw.get(kind, [])
+    if not isinstance(tables, list):
+        problems.add("top level", kind, "(a table)", f"an array of tables: write [[{kind}]]")
+        return []
+    parsed, seen = [], set()
+    for index, table in enumerate(tables):
+        label = _table_label(kind, table, index)
+        name = table.get("name") if isinstance(table, dict) else None
+        if isinstance(name, str) and name in seen:
+            problems.add(label, "name", name, f"a name no other [[{kind}]] uses")
+        seen.add(name)
+        entry = _plugin_table(table, label, kind, common, registry, problems, base)
+        if entry is not None:
+            parsed.append(entry)
+    return parsed
+
+
+def _plugin_table(table: Any, label: str, kind: str, common: Mapping[str, Any],
+                  registry: Registry, problems: _Problems, base: Path) -> dict[str, Any] | None:
+    if not isinstance(table, dict):
+        problems.add(label, "", table, f"a table ([[{kind}]])")
+        return None
+    common_raw = {k: v for k, v in table.items() if k in common}
+    values, found = validate_table(common_raw, common)
+    problems.extend(label, found)
+    type_name = values.get("type")
+    cls = registry.classes.get(type_name) if isinstance(type_name, str) else None
+    if cls is None:
+        if isinstance(type_name, str):
+            _unknown_type(label, type_name, registry, problems)
+        return None
+    own, found = validate_table(table, cls.options, skip=tuple(common))
+    if not found:
+        found = list(cls.validate_options(own))
+    problems.extend(label, found)
+    if found or "name" not in values:
+        return None
+    values["options"] = frozen_map({k: _resolve(v, base) for k, v in own.items()})
+    return values
+
+
+def _unknown_type(label: str, type_name: str, registry: Registry, problems: _Problems) -> None:
+    if type_name in registry.broken:
+        problems.add(label, "type", type_name, f"a loadable plugin ({registry.broken[type_name]})")
+        return
+    problems.add(label, "type", type_name,
+                 f"one of the types registered in {registry.group}: " + ", ".join(registry.names()))
+
+
+def _check_references(checks: list[dict[str, Any]], notifiers: list[dict[str, Any]],
+                      alerts: dict[str, Any], registry: Registry, problems: _Problems) -> None:
+    channels = {n["name"] for n in notifiers}
+    by_name = {c["name"]: c["type"] for c in checks}
+    routes = [(f'check "{c["name"]}"', c.get("notify")) for c in checks]
+    routes.append(("[alerts]", alerts.get("notify")))
+    for label, route in routes:
+        for names in (route or {}).values():
+            for name in names:
+                if name not in channels:
+                    known = ", ".join(sorted(channels)) or "none defined"
+                    problems.add(label, "notify", name, f"the name of a [[notify]] channel ({known})")
+    for check in checks:
+        refs = getattr(registry.classes.get(check["type"]), "references", {})
+        for key, wanted_type in refs.items():
+            target = check["options"].get(key)
+            if target is not None and by_name.get(target) != wanted_type:
+                problems.add(f'check "{check["name"]}"', key, target,
+                             f'the name of a [[check]] of type "{wanted_type}"')

@@ -1,0 +1,81 @@
+"""The validated, typed, immutable configuration."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping
+
+
+def frozen_map(values: Mapping[str, Any]) -> Mapping[str, Any]:
+    return MappingProxyType(dict(values))
+
+
+@dataclass(frozen=True)
+class SchedulerSettings:
+    state_dir: Path
+    cron_dir: Path
+    tick: float
+    dropin_timeout: float
+    check_timeout: float
+    log_retention: float
+    stop_file: Path
+    job_name: str
+    heartbeat_stale: float
+
+
+@dataclass(frozen=True)
+class CronPeriods:
+    hourly: float
+    daily: float
+    weekly: float
+
+
+@dataclass(frozen=True)
+class AlertSettings:
+    notify: Mapping[str, tuple[str, ...]] | None
+    repeat_every: float
+    after: int
+    channel_down_after: float
+    templates: Path | None
+    cluster: str | None
+
+
+@dataclass(frozen=True)
+class CheckConfig:
+    name: str
+    type: str
+    every: float
+    timeout: float | None = None
+    notify: Mapping[str, tuple[str, ...]] | None = None
+    runbook: str | None = None
+    after: int | None = None
+    repeat_every: float | None = None
+    enabled: bool = True
+    tags: tuple[str, ...] = ()
+    options: Mapping[str, Any] = field(default_factory=lambda: frozen_map({}))
+    """The check type's own keys, parsed to their types."""
+
+
+@dataclass(frozen=True)
+class NotifyConfig:
+    name: str
+    type: str
+    enabled: bool = True
+    options: Mapping[str, Any] = field(default_factory=lambda: frozen_map({}))
+
+
+@dataclass(frozen=True)
+class Config:
+    path: Path
+    scheduler: SchedulerSettings
+    cron: CronPeriods
+    alerts: AlertSettings
+    checks: tuple[CheckConfig, ...] = ()
+    notifiers: tuple[NotifyConfig, ...] = ()
+
+    def check(self, name: str) -> CheckConfig | None:
+        return next((c for c in self.checks if c.name == name), None)
+
+    def notifier(self, name: str) -> NotifyConfig | None:
+        return next((n for n in self.notifiers if n.name == name), None)

@@ -1,0 +1,58 @@
+"""The top-level tables of watchdogs.toml and the keys common to every [[check]]/[[notify]].
+
+Each check type and channel adds its own keys through its class's `options`.
+"""
+from __future__ import annotations
+
+from watchdogs.config.options import (
+    Option, boolean, duration, integer, notify_route, path, string, string_list,
+)
+
+SCHEDULER = {
+    "state_dir": Option(path, default="~/.local/state/watchdogs",
+                        help="SQLite state and run logs"),
+    "cron_dir": Option(path, default=None, help="default: cron.d beside the config"),
+    "tick": Option(duration, default=10.0, help="how often due items are gathered and run"),
+    "dropin_timeout": Option(duration, default=600.0, help="default timeout of a drop-in run"),
+    "check_timeout": Option(duration, default=120.0, help="default timeout of a built-in check"),
+    "log_retention": Option(duration, default=7 * 86400.0, help="run logs older are pruned"),
+    "stop_file": Option(path, default=None, help="default: STOP in the state dir"),
+    "job_name": Option(string, default="watchdogs-cron", help="the scheduler's own job name"),
+    "heartbeat_stale": Option(duration, default=300.0, help="heartbeat age said loudly"),
+}
+
+CRON = {
+    "hourly": Option(duration, default=3600.0),
+    "daily": Option(duration, default=86400.0),
+    "weekly": Option(duration, default=7 * 86400.0),
+}
+
+ALERTS = {
+    "notify": Option(notify_route, default=None, help="default route for checks naming none"),
+    "repeat_every": Option(duration, default=4 * 3600.0),
+    "after": Option(integer(1), default=1),
+    "channel_down_after": Option(duration, default=1800.0),
+    "templates": Option(path, default=None, help="folder of user templates"),
+    "cluster": Option(string, default=None, help="cluster name shown in messages"),
+}
+
+CHECK_COMMON = {
+    "name": Option(string, required=True),
+    "type": Option(string, required=True),
+    "every": Option(duration, default=300.0),
+    "timeout": Option(duration, default=None),
+    "notify": Option(notify_route, default=None),
+    "runbook": Option(string, default=None),
+    "after": Option(integer(1), default=None),
+    "repeat_every": Option(duration, default=None),
+    "enabled": Option(boolean, default=True),
+    "tags": Option(string_list, default=()),
+}
+
+NOTIFY_COMMON = {
+    "name": Option(string, required=True),
+    "type": Option(string, required=True),
+    "enabled": Option(boolean, default=True),
+}
+
+TOP_LEVEL = ("scheduler", "cron", "alerts", "check", "notify")

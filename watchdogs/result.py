@@ -1,0 +1,110 @@
+"""The check contract, shared by built-in checks and drop-ins.
+
+A result is a status (OK/WARNING/CRITICAL/UNKNOWN, the Nagios exit codes 0-3), a one-line
+summary, optional detail lines and metrics. Drop-ins speak the monitoring-plugins
+convention: the exit code is the status, the first line is the summary, and performance
+data follows a `|`.
+"""
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass, field
+from typing import Mapping
+
+
+class Status(enum.IntEnum):
+    OK = 0
+    WARNING = 1
+    CRITICAL = 2
+    UNKNOWN = 3
+
+    @classmethod
+    def from_exit_code(cls, code: int) -> "Status":
+        """Any exit code outside 0-3 (a crash, a signal) is UNKNOWN."""
+        return cls(code) if code in (0, 1, 2, 3) else cls.UNKNOWN
+
+    @property
+    def severity(self) -> int:
+        """Order for "worst of": UNKNOWN sits between WARNING and CRITICAL."""
+        return {Status.OK: 0, Status.WARNING: 1, Status.UNKNOWN: 2, Status.CRITICAL: 3}[self]
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One Nagios performance-data item: label=value[UOM];warn;crit;min;max."""
+
+    label: str
+    value: float
+    unit: str = ""
+    warn: str = ""
+    crit: str = ""
+    min: str = ""
+    max: str = ""
+
+    def render(self) -> str:
+        label = f"'{self.label}'" if re.search(r"[\s=']", self.label) else self.label
+        tail = ";".join((self.warn, self.crit, self.min, self.max)).rstrip(";")
+        value = f"{self.value:g}{self.unit}"
+        return f"{label}={value};{tail}" if tail else f"{label}={value}"
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    status: Status
+    summary: str
+    details: tuple[str, ...] = ()
+    metrics: tuple[Metric, ...] = ()
+    context: Mapping[str, str] = field(default_factory=dict)
+    """Where it failed (job, partition, path, cluster...), for alert messages."""
+
+    def render(self) -> str:
+        """Back to plugin output: "SUMMARY | perfdata" then detail lines."""
+        line = self.summary
+        if self.metrics:
+            line += " | " + " ".join(m.render() for m in self.metrics)
+        return "\n".join((line, *self.details))
+
+
+def worst(statuses: "list[Status] | tuple[Status, ...]") -> Status:
+    return max(statuses, key=lambda s: s.severity, default=Status.OK)
+
+
+_PERF_ITEM = re.compile(r"""('(?:[^']|'')+'|[^\s=']+)=(\S+)""")
+_PERF_VALUE = re.compile(r"(-?[\d.]+(?:[eE][-+]?\d+)?)([a-zA-Z%/]*)")
+
+
+def parse_perfdata(text: str) -> tuple[Metric, ...]:
+    metrics = []
+    for label, rest in _PERF_ITEM.findall(text):
+        fields = (rest.split(";") + ["", "", "", ""])[:5]
+        match = _PERF_VALUE.fullmatch(fields[0])
+        if not match:
+            continue
+        metrics.append(Metric(label.strip("'").replace("''", "'"), float(match.group(1)),
+                              match.group(2), *fields[1:5]))
+    return tuple(metrics)
+
+
+def parse_plugin_output(exit_code: int, output: str) -> CheckResult:
+    """Nagios plugin output: first line is "summary | perfdata", more perfdata may follow
+    a `|` on a later line (the long-output form)."""
+    lines = output.rstrip("\n").splitlines() or [""]
+    summary, _, perf = lines[0].partition("|")
+    details, long_perf = [], []
+    in_perf = False
+    for line in lines[1:]:
+        if in_perf:
+            long_perf.append(line)
+            continue
+        text, bar, more = line.partition("|")
+        details.append(text.rstrip())
+        if bar:
+            in_perf = True
+            long_perf.append(more)
+    metrics = parse_perfdata(" ".join([perf, *long_perf]))
+    status = Status.from_exit_code(exit_code)
+    summary = summary.strip() or f"no output (exit code {exit_code})"
+    if status is Status.UNKNOWN and exit_code != 3:
+        summary = f"exit code {exit_code}: {summary}"
+    return CheckResult(status, summary, tuple(d for d in details if d), metrics)

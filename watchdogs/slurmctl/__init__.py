@@ -1,0 +1,1 @@
+"""Talking to Slurm through its command-line tools, always with a timeout."""

@@ -1,0 +1,47 @@
+"""Run one Slurm client command as an argument list (never a shell string), bounded in time.
+
+Every failure becomes a SlurmError that says what was run and why it failed, so a check
+can report UNKNOWN instead of hanging or claiming the job is gone.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from watchdogs.errors import SlurmError
+
+DEFAULT_TIMEOUT_S = 30.0
+# Phrases with which slurmctld says "ask me less often" (RPC rate limiting, busy controller).
+BUSY_MARKERS = ("rate limit", "Resource temporarily unavailable", "Socket timed out",
+                "Slurm backup controller in standby mode", "Zero Bytes were transmitted")
+
+
+@dataclass(frozen=True)
+class SlurmReply:
+    argv: tuple[str, ...]
+    stdout: str
+    stderr: str
+
+
+class SlurmBusy(SlurmError):
+    """The controller is overloaded or rate-limiting us: back off before asking again."""
+
+
+def run_slurm(argv: Sequence[str], timeout: float = DEFAULT_TIMEOUT_S,
+              env: Mapping[str, str] | None = None, input_text: str | None = None) -> SlurmReply:
+    cmd = tuple(argv)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                              env=dict(os.environ if env is None else env), input=input_text,
+                              stdin=None if input_text is not None else subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise SlurmError(f"{cmd[0]}: command not found (is Slurm installed here?)") from None
+    except subprocess.TimeoutExpired:
+        raise SlurmBusy(f"{cmd[0]} did not answer within {timeout:g}s") from None
+    if proc.returncode != 0:
+        message = (proc.stderr.strip() or proc.stdout.strip() or "no output").splitlines()[-1]
+        error = SlurmBusy if any(m in proc.stderr for m in BUSY_MARKERS) else SlurmError
+        raise error(f"{cmd[0]} failed (exit {proc.returncode}): {message}")
+    return SlurmReply(cmd, proc.stdout, proc.stderr)

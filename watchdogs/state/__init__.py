@@ -1,0 +1,1 @@
+"""The SQLite state database in the state directory."""

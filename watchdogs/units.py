@@ -1,0 +1,108 @@
+"""Parsers for the human units in the config: durations, sizes, counts, percentages.
+
+Each parser raises ValueError whose text is what was expected, so the config loader
+can name the file, table, key and value around it.
+"""
+from __future__ import annotations
+
+import re
+
+DURATION_EXPECTED = 'a duration such as "90s", "5m", "2h", "1d" or "1h30m"'
+SIZE_EXPECTED = 'a size such as "500GiB", "400TiB", "1.5TB", "800G" or a whole number of bytes'
+COUNT_EXPECTED = 'a count such as 3000000, "3M" or "500k"'
+PERCENT_EXPECTED = 'a percentage such as "75%"'
+
+_DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)")
+_BINARY = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40, "p": 2**50, "e": 2**60}
+_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "p": 10**15, "e": 10**18}
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgtpe]?)(i?b?)", re.IGNORECASE)
+_COUNT = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgt]?)", re.IGNORECASE)
+_PERCENT = re.compile(r"(\d+(?:\.\d+)?)\s*%")
+
+
+def parse_duration(value: object) -> float:
+    """"1h30m" -> 5400.0 seconds. Strings only: a bare number is ambiguous."""
+    if not isinstance(value, str):
+        raise ValueError(DURATION_EXPECTED)
+    text = value.strip().lower()
+    pos, total = 0, 0.0
+    for match in _DURATION_PART.finditer(text):
+        if match.start() != pos and text[pos:match.start()].strip():
+            raise ValueError(DURATION_EXPECTED)
+        total += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+        pos = match.end()
+    if pos == 0 or text[pos:].strip():
+        raise ValueError(DURATION_EXPECTED)
+    return total
+
+
+def parse_size(value: object) -> int:
+    """Bytes. "GiB"/"G" are binary (as du and lfs print them), "GB" is decimal."""
+    if isinstance(value, bool):
+        raise ValueError(SIZE_EXPECTED)
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(SIZE_EXPECTED)
+        return value
+    if not isinstance(value, str):
+        raise ValueError(SIZE_EXPECTED)
+    match = _SIZE.fullmatch(value.strip())
+    if not match:
+        raise ValueError(SIZE_EXPECTED)
+    number, prefix, suffix = float(match.group(1)), match.group(2).lower(), match.group(3).lower()
+    if suffix == "b" and prefix:
+        return int(number * _DECIMAL[prefix])
+    if suffix == "i":
+        raise ValueError(SIZE_EXPECTED)
+    return int(number * _BINARY[prefix])
+
+
+def parse_count(value: object) -> int:
+    """Inode and file counts: decimal multipliers ("3M" = 3,000,000)."""
+    if isinstance(value, bool):
+        raise ValueError(COUNT_EXPECTED)
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(COUNT_EXPECTED)
+        return value
+    if not isinstance(value, str):
+        raise ValueError(COUNT_EXPECTED)
+    match = _COUNT.fullmatch(value.strip())
+    if not match:
+        raise ValueError(COUNT_EXPECTED)
+    prefix = match.group(2).lower()
+    return int(float(match.group(1)) * (_DECIMAL[prefix] if prefix else 1))
+
+
+def parse_percent(value: object) -> float:
+    """"75%" -> 75.0, between 0 and 100."""
+    if not isinstance(value, str):
+        raise ValueError(PERCENT_EXPECTED)
+    match = _PERCENT.fullmatch(value.strip())
+    if not match or float(match.group(1)) > 100:
+        raise ValueError(PERCENT_EXPECTED + " between 0% and 100%")
+    return float(match.group(1))
+
+
+def format_duration(seconds: float) -> str:
+    """5400 -> "1h30m"; for messages a person reads."""
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            parts.append(f"{seconds // size}{unit}")
+            seconds %= size
+    return "".join(parts[:2])
+
+
+def format_size(num_bytes: float) -> str:
+    """Binary units, as du -h prints them."""
+    value = float(num_bytes)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if abs(value) < 1024 or unit == "PiB":
+            return f"{value:.0f}{unit}" if unit == "B" else f"{value:.1f}{unit}"
+        value /= 1024
+    return f"{value:.1f}PiB"
