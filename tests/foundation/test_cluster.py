@@ -1,27 +1,13 @@
 """The real local cluster: a job goes through squeue to completion; a drained node shows."""
 from __future__ import annotations
 
-import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
+from tests.helpers import sh, wait_for
+
 pytestmark = pytest.mark.slurm
-
-
-def sh(*argv: str) -> str:
-    return subprocess.run(argv, check=True, capture_output=True, text=True, timeout=30).stdout
-
-
-def wait_for(predicate, timeout: float = 30.0, interval: float = 0.3):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout}s")
 
 
 def test_a_submitted_job_is_queued_runs_and_completes(slurm_cluster: Path, tmp_path: Path) -> None:

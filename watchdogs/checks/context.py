@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar
 
 if TYPE_CHECKING:
     from watchdogs.checks.base import Check
+    from watchdogs.config.model import Config
     from watchdogs.result import CheckResult
     from watchdogs.state.store import StateStore
 
@@ -17,8 +18,9 @@ T = TypeVar("T")
 
 class TickContext:
     def __init__(self, now: datetime, store: "StateStore", checks: Sequence["Check"] = (),
-                 env: Mapping[str, str] | None = None) -> None:
+                 env: Mapping[str, str] | None = None, config: "Config | None" = None) -> None:
         self.now = now
+        self.config = config
         self.store = store
         self.checks = tuple(checks)
         self.env: Mapping[str, str] = dict(env or {})

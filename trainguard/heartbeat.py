@@ -1,0 +1,63 @@
+"""Per-rank heartbeat records: the contract between trainguard (writer) and the
+cluster-side `log_stale` check (reader).
+
+One small JSON file per rank, `<dir>/rank-<R>.json`, replaced atomically (write to a
+temporary name, then rename), so a reader never sees half a record:
+
+    {"rank": 0, "step": 1234, "phase": "train", "time": 1763780000.5,
+     "pid": 4242, "host": "node1", "job_id": "88"}
+
+`phase` is one of PHASES; `time` is the Unix time the record was written.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+PHASES = ("start", "train", "eval", "saving", "stopping", "done")
+# Phases in which a rank may legitimately not advance its step for a long time.
+BUSY_PHASES = ("eval", "saving", "stopping")
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    rank: int
+    step: int
+    phase: str
+    time: float
+    pid: int = 0
+    host: str = ""
+    job_id: str = ""
+
+
+def heartbeat_path(directory: Path, rank: int) -> Path:
+    return Path(directory) / f"rank-{rank}.json"
+
+
+def write_heartbeat(directory: Path, rank: int, step: int, phase: str,
+                    now: float | None = None, job_id: str = "") -> Heartbeat:
+    record = Heartbeat(rank, step, phase, time.time() if now is None else now, os.getpid(),
+                       socket.gethostname(), job_id or os.environ.get("SLURM_JOB_ID", ""))
+    target = heartbeat_path(directory, rank)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(asdict(record)))
+    os.replace(tmp, target)
+    return record
+
+
+def read_heartbeats(directory: Path) -> list[Heartbeat]:
+    """Every readable record in `directory`, by rank. Unreadable files are skipped."""
+    records = []
+    for path in sorted(Path(directory).glob("rank-*.json")):
+        try:
+            data = json.loads(path.read_text())
+            records.append(Heartbeat(int(data["rank"]), int(data["step"]), str(data["phase"]),
+                                     float(data["time"]), int(data.get("pid", 0)),
+                                     str(data.get("host", "")), str(data.get("job_id", ""))))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return sorted(records, key=lambda r: r.rank)
