@@ -9,7 +9,7 @@ TORCH_PIN ?= torch==2.13.0
 export WATCHDOGS_CLUSTER_DIR ?= /tmp/watchdogs-dev-cluster
 PYTEST_ARGS ?=
 
-.PHONY: install test cluster-up cluster-down cluster-status lint bench clean
+.PHONY: install test demo cluster-up cluster-down cluster-status lint bench clean
 
 install: $(VENV)/.installed
 
@@ -35,6 +35,12 @@ test: install
 	set -o pipefail; rc=0; \
 	SLURM_CONF=$(WATCHDOGS_CLUSTER_DIR)/slurm.conf $(PY) -m pytest $(PYTEST_ARGS) || rc=$$?; \
 	slurm/dev-cluster down; exit $$rc
+
+# Installs, brings the cluster up, submits the scheduler with a demo config and drop-ins,
+# waits for results and prints `watchdogs status` and where the logs are.
+demo: install
+	slurm/dev-cluster up
+	SLURM_CONF=$(WATCHDOGS_CLUSTER_DIR)/slurm.conf PATH=$(CURDIR)/$(VENV)/bin:$$PATH slurm/demo
 
 lint: install
 	$(VENV)/bin/ruff check .
