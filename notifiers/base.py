@@ -1,23 +1,38 @@
 """What every channel is: a small class with `notify(message)` that raises
-TransportError(message, permanent=...) when it cannot deliver."""
+TransportError(message, permanent=...) when it cannot deliver.
+
+A channel also knows how to turn a batch of alert events into its Message (`render`, by
+default the channel type's templates), how to describe where it delivers without naming
+a secret (`describe`), and how to scrub its secrets out of any text (`scrub`).
+"""
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
-from typing import Any, ClassVar, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
+from notifiers.secrets import Secret, load_secret, scrub
 from watchdogs.config.model import NotifyConfig
 from watchdogs.config.options import Option
+
+if TYPE_CHECKING:
+    from notifiers.render import Batch, Templates
 
 
 class TransportError(Exception):
     """Delivery failed. `permanent` means retrying the same message cannot help
-    (bad address, auth refused); otherwise it is retried with backoff."""
+    (bad address, auth refused); otherwise it is retried with backoff. `retry_after` is the
+    server's own wish (HTTP 429 Retry-After); `done` names the recipients that did get it,
+    so a retry skips them."""
 
-    def __init__(self, message: str, permanent: bool = False) -> None:
+    def __init__(self, message: str, permanent: bool = False, retry_after: float | None = None,
+                 done: tuple[str, ...] = ()) -> None:
         super().__init__(message)
         self.message = message
         self.permanent = permanent
+        self.retry_after = retry_after
+        self.done = done
 
 
 @dataclass(frozen=True)
@@ -30,14 +45,25 @@ class Message:
     severity: str = "critical"
     key: str = ""
     """Idempotency key: the same key is never delivered twice."""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    """Channel-specific structured content (Slack blocks, webhook alert list); JSON-able."""
+    done: tuple[str, ...] = ()
+    """Recipients already served by an earlier, partly failed attempt."""
 
 
 class Notifier(ABC):
     type_name: ClassVar[str]
     options: ClassVar[Mapping[str, Option]] = {}
+    secret_keys: ClassVar[tuple[tuple[str, str], ...]] = ()
+    """(env key, file key) pairs of options naming a secret, checked by `check_secrets`."""
 
-    def __init__(self, config: NotifyConfig) -> None:
+    def __init__(self, config: NotifyConfig, env: Mapping[str, str] | None = None) -> None:
         self.config = config
+        self.env: Mapping[str, str] = os.environ if env is None else env
+        self._secrets: list[Secret] = []
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} name={self.name!r}>"
 
     @property
     def name(self) -> str:
@@ -54,3 +80,34 @@ class Notifier(ABC):
     @abstractmethod
     def notify(self, message: Message) -> None:
         """Deliver or raise TransportError."""
+
+    def render(self, batch: "Batch", templates: "Templates") -> Message:
+        """The channel's Message for a batch of events: its type's templates by default."""
+        return templates.message(batch, self.type_name)
+
+    def describe(self) -> str:
+        """Where this channel delivers, for humans; never a secret."""
+        return self.type_name
+
+    def send_budget(self) -> float:
+        """Worst-case seconds one `notify` may take; the outbox leases an item this long."""
+        timeout = self.opts.get("timeout")
+        return 2 * float(timeout) + 5 if timeout else 60.0
+
+    def secret(self, env_key: str, file_key: str, what: str) -> Secret | None:
+        """Read a secret now (so rotations are picked up); remember it for `scrub`."""
+        value = load_secret(self.opts.get(env_key), self.opts.get(file_key), self.env,
+                            f'channel "{self.name}": {what}')
+        if value is not None and value not in self._secrets:
+            self._secrets.append(value)
+        return value
+
+    def check_secrets(self) -> None:
+        """Raise SecretError now if a configured secret is missing or unsafe."""
+        for env_key, file_key in self.secret_keys:
+            if self.opts.get(env_key) or self.opts.get(file_key):
+                self.secret(env_key, file_key, env_key.rsplit("_", 1)[0])
+
+    def scrub(self, text: str) -> str:
+        """`text` without any secret this channel has read (and no token-shaped strings)."""
+        return scrub(text, self._secrets)

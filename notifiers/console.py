@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import sys
-from typing import ClassVar, Mapping
+from collections.abc import Mapping
+from typing import ClassVar
 
 from notifiers.base import Message, Notifier
 from watchdogs.config.options import Option, choice

@@ -7,7 +7,7 @@ import importlib
 import logging
 import pkgutil
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 import watchdogs.commands
 from watchdogs import __version__

@@ -4,9 +4,9 @@ Other packages add check types and channels by declaring entry points in these g
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Mapping
 
 CHECKS_GROUP = "watchdogs.checks"
 NOTIFIERS_GROUP = "watchdogs.notifiers"

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 
 class Status(enum.IntEnum):
@@ -20,7 +20,7 @@ class Status(enum.IntEnum):
     UNKNOWN = 3
 
     @classmethod
-    def from_exit_code(cls, code: int) -> "Status":
+    def from_exit_code(cls, code: int) -> Status:
         """Any exit code outside 0-3 (a crash, a signal) is UNKNOWN."""
         return cls(code) if code in (0, 1, 2, 3) else cls.UNKNOWN
 
@@ -66,7 +66,7 @@ class CheckResult:
         return "\n".join((line, *self.details))
 
 
-def worst(statuses: "list[Status] | tuple[Status, ...]") -> Status:
+def worst(statuses: list[Status] | tuple[Status, ...]) -> Status:
     return max(statuses, key=lambda s: s.severity, default=Status.OK)
 
 

@@ -6,9 +6,10 @@ tick so queued deliveries are retried.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Mapping, Protocol, Sequence
+from typing import Protocol
 
 from watchdogs.result import CheckResult
 

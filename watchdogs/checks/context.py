@@ -4,8 +4,9 @@ number of checks)."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from watchdogs.checks.base import Check
@@ -17,14 +18,14 @@ T = TypeVar("T")
 
 
 class TickContext:
-    def __init__(self, now: datetime, store: "StateStore", checks: Sequence["Check"] = (),
-                 env: Mapping[str, str] | None = None, config: "Config | None" = None) -> None:
+    def __init__(self, now: datetime, store: StateStore, checks: Sequence[Check] = (),
+                 env: Mapping[str, str] | None = None, config: Config | None = None) -> None:
         self.now = now
         self.config = config
         self.store = store
         self.checks = tuple(checks)
         self.env: Mapping[str, str] = dict(env or {})
-        self.results: dict[str, "CheckResult"] = {}
+        self.results: dict[str, CheckResult] = {}
         self._shared: dict[str, tuple[bool, Any]] = {}
         self._lock = threading.Lock()
 
@@ -42,5 +43,5 @@ class TickContext:
             raise value
         return value
 
-    def checks_of(self, cls: type) -> list["Check"]:
+    def checks_of(self, cls: type) -> list[Check]:
         return [c for c in self.checks if isinstance(c, cls)]

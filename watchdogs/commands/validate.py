@@ -8,7 +8,7 @@ from watchdogs.commands.base import CommandResult, config_from_args
 from watchdogs.errors import ConfigError
 
 
-def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("validate", help="check the config file and report every problem")
     parser.set_defaults(handler=validate)
 

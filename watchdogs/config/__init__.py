@@ -1,7 +1,12 @@
 """Loading and validating watchdogs.toml."""
 from watchdogs.config.loader import find_config_path, load_config
 from watchdogs.config.model import (
-    AlertSettings, CheckConfig, Config, CronPeriods, NotifyConfig, SchedulerSettings,
+    AlertSettings,
+    CheckConfig,
+    Config,
+    CronPeriods,
+    NotifyConfig,
+    SchedulerSettings,
 )
 
 __all__ = [

@@ -3,13 +3,20 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from watchdogs.config import sections
 from watchdogs.config.model import (
-    AlertSettings, CheckConfig, Config, CronPeriods, NotifyConfig, SchedulerSettings, frozen_map,
+    AlertSettings,
+    CheckConfig,
+    Config,
+    CronPeriods,
+    NotifyConfig,
+    SchedulerSettings,
+    frozen_map,
 )
 from watchdogs.config.options import validate_table
 from watchdogs.errors import ConfigError, ConfigProblem, WatchdogsError

@@ -1,10 +1,11 @@
 """The validated, typed, immutable configuration."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 
 def frozen_map(values: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -5,7 +5,14 @@ Each check type and channel adds its own keys through its class's `options`.
 from __future__ import annotations
 
 from watchdogs.config.options import (
-    Option, boolean, duration, integer, notify_route, path, string, string_list,
+    Option,
+    boolean,
+    duration,
+    integer,
+    notify_route,
+    path,
+    string,
+    string_list,
 )
 
 SCHEDULER = {

@@ -8,9 +8,10 @@ import json
 import os
 import sqlite3
 import threading
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from watchdogs.errors import WatchdogsError
 
