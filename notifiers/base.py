@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from notifiers.secrets import Secret, load_secret, scrub
 from watchdogs.config.model import NotifyConfig
@@ -81,7 +82,7 @@ class Notifier(ABC):
     def notify(self, message: Message) -> None:
         """Deliver or raise TransportError."""
 
-    def render(self, batch: "Batch", templates: "Templates") -> Message:
+    def render(self, batch: Batch, templates: Templates) -> Message:
         """The channel's Message for a batch of events: its type's templates by default."""
         return templates.message(batch, self.type_name)
 

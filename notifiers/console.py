@@ -15,6 +15,12 @@ class ConsoleNotifier(Notifier):
         "stream": Option(choice("stdout", "stderr"), default="stdout"),
     }
 
+    def describe(self) -> str:
+        return f"printed on {self.opts['stream']}"
+
+    def send_budget(self) -> float:
+        return 30.0
+
     def notify(self, message: Message) -> None:
         stream = sys.stdout if self.opts["stream"] == "stdout" else sys.stderr
         print(f"[{message.severity.upper()}] {message.subject}\n{message.text}", file=stream, flush=True)

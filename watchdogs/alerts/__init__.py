@@ -1,33 +1,35 @@
 """Alert lifecycle and delivery (flip detection, routing, grouping, silences, outbox).
 
-`build_sink(config, store)` is the one function the scheduler calls.
+`build_sink(config, store)` is the one function the scheduler calls; `summary(store)` is
+what a status command may show (counts only, never a secret).
 """
 from __future__ import annotations
 
-import logging
-from datetime import datetime
-from typing import TYPE_CHECKING, Sequence
-
-from watchdogs.sink import ItemOutcome, ResultSink
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from watchdogs.config import Config
+    from watchdogs.sink import ResultSink
     from watchdogs.state.store import StateStore
 
-LOG = logging.getLogger("watchdogs.alerts")
+
+def build_sink(config: Config, store: StateStore) -> ResultSink:
+    """The real sink: every enabled [[notify]] channel, secrets checked (and complained
+    about in the log) now rather than at the first alert."""
+    from watchdogs.alerts.channels import build_channels, preflight
+    from watchdogs.alerts.sink import AlertSink
+
+    channels = build_channels(config)
+    preflight(channels)
+    return AlertSink(config, store, channels)
 
 
-class LogOnlySink:
-    """Placeholder until the alert lifecycle lands: logs non-OK outcomes."""
+def summary(store: StateStore) -> dict[str, Any]:
+    """Open alerts and undelivered messages, for `watchdogs status`."""
+    from watchdogs.alerts import schema
 
-    def handle(self, outcomes: Sequence[ItemOutcome], now: datetime) -> None:
-        for outcome in outcomes:
-            if outcome.result.status.name != "OK":
-                LOG.warning("%s %s: %s", outcome.item, outcome.result.status.name, outcome.result.summary)
-
-    def flush(self, now: datetime, force: bool = False) -> None:
-        return None
-
-
-def build_sink(config: "Config", store: "StateStore") -> ResultSink:
-    return LogOnlySink()
+    db = schema.ensure(store).connection()
+    open_alerts = db.execute("SELECT COUNT(*) FROM alert_state WHERE notified != 'OK'").fetchone()[0]
+    pending = db.execute("SELECT COUNT(*) FROM outbox WHERE delivered IS NULL").fetchone()[0]
+    failing = [r[0] for r in db.execute("SELECT channel FROM channel_health WHERE failing_since IS NOT NULL")]
+    return {"open_alerts": open_alerts, "outbox_pending": pending, "failing_channels": failing}

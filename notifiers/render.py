@@ -1,0 +1,183 @@
+"""What a channel renders: alert events grouped into a batch, through jinja2 templates.
+
+Templates are looked up as `<channel type>.<part>.j2`, then `default.<part>.j2` (parts:
+`subject`, `txt`, `html`), first in the user's folder (`[alerts] templates`), then in the
+package. HTML templates are autoescaped. A broken user template never loses an alert: the
+built-in template is used instead and the error is logged.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from notifiers.base import Message
+
+LOG = logging.getLogger("notifiers.render")
+BUILTIN = Path(__file__).resolve().parent / "templates"
+_SEVERITY_ORDER = {"resolved": 0, "ok": 0, "test": 1, "warning": 2, "unknown": 3, "critical": 4}
+
+
+@dataclass(frozen=True)
+class AlertEvent:
+    """One thing to tell people about one item (a check or a drop-in)."""
+
+    item: str
+    state: str
+    """alert (new problem), changed (severity or what is broken changed), repeat (still
+    failing), resolved, or test."""
+    status: str
+    """The reading behind it: OK, WARNING, CRITICAL, UNKNOWN."""
+    previous: str
+    """What was announced before ("OK" for a new alert)."""
+    summary: str
+    since: datetime
+    at: datetime
+    kind: str = "check"
+    details: tuple[str, ...] = ()
+    context: Mapping[str, str] = field(default_factory=dict)
+    runbook: str | None = None
+    note: str = ""
+
+    @property
+    def severity(self) -> str:
+        return "resolved" if self.state == "resolved" else self.status.lower()
+
+    @property
+    def label(self) -> str:
+        return {"resolved": "RESOLVED", "test": "TEST",
+                "changed": f"{self.status} (was {self.previous})" if self.previous != self.status
+                else f"{self.status} (changed)",
+                "repeat": f"{self.status} (still failing)"}.get(self.state, self.status)
+
+    @property
+    def duration(self) -> timedelta:
+        return max(self.at - self.since, timedelta(0))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"item": self.item, "kind": self.kind, "state": self.state, "status": self.status,
+                "previous": self.previous, "severity": self.severity, "summary": self.summary,
+                "details": list(self.details), "context": dict(self.context),
+                "since": self.since.isoformat(), "at": self.at.isoformat(),
+                "runbook": self.runbook, "note": self.note}
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Everything one tick has to say on one channel: one message."""
+
+    channel: str
+    events: tuple[AlertEvent, ...]
+    at: datetime
+    cluster: str
+    host: str
+    key: str = ""
+
+    @property
+    def problems(self) -> tuple[AlertEvent, ...]:
+        return tuple(e for e in self.events if e.state != "resolved")
+
+    @property
+    def resolved(self) -> tuple[AlertEvent, ...]:
+        return tuple(e for e in self.events if e.state == "resolved")
+
+    @property
+    def severity(self) -> str:
+        return max((e.severity for e in self.events), key=_SEVERITY_ORDER.__getitem__,
+                   default="resolved")
+
+    @property
+    def headline(self) -> str:
+        """"3 problems (2 CRITICAL, 1 WARNING), 1 resolved"."""
+        counts: dict[str, int] = {}
+        for event in self.problems:
+            counts[event.status] = counts.get(event.status, 0) + 1
+        parts = []
+        if self.problems:
+            by = ", ".join(f"{n} {s}" for s, n in sorted(
+                counts.items(), key=lambda kv: -_SEVERITY_ORDER.get(kv[0].lower(), 0)))
+            noun = "problem" if len(self.problems) == 1 else "problems"
+            parts.append(f"{len(self.problems)} {noun} ({by})")
+        if self.resolved:
+            parts.append(f"{len(self.resolved)} resolved")
+        return ", ".join(parts) or "nothing to report"
+
+
+def when(value: datetime) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S %Z").strip()
+
+
+def age(value: timedelta | float) -> str:
+    """timedelta or seconds -> "2d3h", "2h13m", "4m10s", "12s"."""
+    seconds = int(value.total_seconds() if isinstance(value, timedelta) else value)
+    days, rest = divmod(max(seconds, 0), 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours}h"
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def where(context: Mapping[str, str]) -> str:
+    return " ".join(f"{k}={v}" for k, v in context.items() if k != "fingerprint")
+
+
+def mrkdwn(text: str) -> str:
+    """Escape for Slack mrkdwn: only &, < and > are special."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _environment(loader: jinja2.BaseLoader) -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=loader, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+        autoescape=jinja2.select_autoescape(enabled_extensions=("html.j2",), default=False,
+                                            default_for_string=False))
+    env.filters.update(when=when, age=age, where=where, mrkdwn=mrkdwn)
+    return env
+
+
+class Templates:
+    """The template lookup for every channel: the user's folder first, then the package's."""
+
+    def __init__(self, user_dir: Path | None = None) -> None:
+        self.user_dir = user_dir
+        self.builtin = _environment(jinja2.FileSystemLoader(str(BUILTIN)))
+        self.env = self.builtin if user_dir is None else _environment(jinja2.ChoiceLoader(
+            [jinja2.FileSystemLoader(str(user_dir)), jinja2.FileSystemLoader(str(BUILTIN))]))
+
+    def render(self, part: str, channel_type: str, **context: Any) -> str:
+        names = [f"{channel_type}.{part}.j2", f"default.{part}.j2"]
+        try:
+            return self.env.select_template(names).render(**context)
+        except jinja2.TemplateError as exc:
+            if self.env is self.builtin:
+                raise
+            LOG.error("template %s for %s in %s is broken (%s); using the built-in one",
+                      part, channel_type, self.user_dir, exc)
+            return self.builtin.select_template(names).render(**context)
+
+    def message(self, batch: Batch, channel_type: str, html: bool = False,
+                limit: int | None = None, extra: Mapping[str, Any] | None = None) -> Message:
+        """Subject, text (and HTML) for `batch`; `limit` caps how many events are listed."""
+        shown = batch.events if limit is None else batch.events[:limit]
+        context = {"batch": batch, "events": shown, "more": len(batch.events) - len(shown)}
+        subject = " ".join(self.render("subject", channel_type, **context).split())
+        return Message(
+            subject=subject[:200], text=self.render("txt", channel_type, **context).strip() + "\n",
+            html=self.render("html", channel_type, **context) if html else None,
+            severity=batch.severity, key=batch.key, extra=dict(extra or {}))
+
+
+def plain_message(batch: Batch) -> Message:
+    """The last resort when a template or a channel's renderer fails: no jinja, no HTML."""
+    lines = [f"{batch.headline} on cluster {batch.cluster} (watchdogs on {batch.host})"]
+    lines += [f"{e.label}: {e.item}: {e.summary}" for e in batch.events]
+    return Message(subject=f"[watchdogs {batch.cluster}] {batch.headline}", text="\n".join(lines) + "\n",
+                   severity=batch.severity, key=batch.key)

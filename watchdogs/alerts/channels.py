@@ -1,0 +1,40 @@
+"""The configured channels as Notifier objects, from the `watchdogs.notifiers` entry points."""
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from notifiers.base import Notifier
+from watchdogs.config.model import Config, NotifyConfig
+from watchdogs.errors import SecretError, WatchdogsError
+from watchdogs.plugins import NOTIFIERS_GROUP, Registry, load_group
+
+LOG = logging.getLogger("watchdogs.alerts")
+
+
+def build_notifier(config: NotifyConfig, registry: Registry | None = None,
+                   env: Mapping[str, str] | None = None) -> Notifier:
+    registry = registry or load_group(NOTIFIERS_GROUP)
+    cls = registry.classes.get(config.type)
+    if cls is None:
+        raise WatchdogsError(f'channel "{config.name}": no channel type "{config.type}" in {registry.group}')
+    return cls(config, env=env)
+
+
+def build_channels(config: Config, registry: Registry | None = None,
+                   env: Mapping[str, str] | None = None) -> dict[str, Notifier]:
+    """Every enabled [[notify]] channel, by name."""
+    registry = registry or load_group(NOTIFIERS_GROUP)
+    return {n.name: build_notifier(n, registry, env) for n in config.notifiers if n.enabled}
+
+
+def preflight(channels: Mapping[str, Notifier]) -> dict[str, str]:
+    """Secret problems by channel, logged now rather than at the first alert."""
+    problems = {}
+    for name, channel in channels.items():
+        try:
+            channel.check_secrets()
+        except SecretError as exc:
+            problems[name] = str(exc)
+            LOG.error("%s (alerts for this channel will wait in the outbox)", exc)
+    return problems

@@ -1,0 +1,88 @@
+"""One tick's outcomes -> new alert states, log rows, and routed events (one transaction,
+run by the sink). Flip detection itself is the pure `lifecycle.decide`."""
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from notifiers.render import AlertEvent
+from watchdogs.alerts import records, silences
+from watchdogs.alerts.lifecycle import Decision, ItemState, Policy, Reading, decide
+from watchdogs.alerts.routing import channels_for, pick_route
+from watchdogs.config.model import AlertSettings
+from watchdogs.sink import ItemOutcome
+
+_ORDER = {"critical": 0, "unknown": 1, "warning": 2, "resolved": 3}
+
+
+@dataclass(frozen=True)
+class Routed:
+    event: AlertEvent
+    channels: tuple[str, ...]
+    silenced_by: int | None = None
+
+
+def at_time(ts: float, like: datetime) -> datetime:
+    """A stored timestamp in the time zone of the tick's clock."""
+    return datetime.fromtimestamp(ts, tz=like.tzinfo)
+
+
+def reading(outcome: ItemOutcome) -> Reading:
+    result = outcome.result
+    return Reading(result.status, result.summary, outcome.started.timestamp(),
+                   str(result.context.get("fingerprint", "")))
+
+
+def policy(outcome: ItemOutcome, settings: AlertSettings) -> Policy:
+    return Policy(outcome.after or settings.after,
+                  outcome.repeat_every if outcome.repeat_every is not None else settings.repeat_every)
+
+
+def to_event(outcome: ItemOutcome, decision: Decision, prev: ItemState, now: datetime) -> AlertEvent:
+    result = outcome.result
+    resolved = decision.event == "resolved"
+    since = prev.since if resolved else decision.state.since
+    note = f"was {prev.notified.name}: {prev.summary}" if resolved else decision.note
+    return AlertEvent(item=outcome.item, state=decision.event or "", status=result.status.name,
+                      previous=decision.previous.name, summary=result.summary,
+                      since=at_time(since if since is not None else now.timestamp(), now), at=now,
+                      kind=outcome.kind, details=tuple(result.details), context=dict(result.context),
+                      runbook=outcome.runbook, note=note)
+
+
+def evaluate(db: sqlite3.Connection, outcomes: Sequence[ItemOutcome], now: datetime,
+             settings: AlertSettings, enabled: Sequence[str]) -> list[Routed]:
+    """Decide every outcome, save the states, log the events; return what is to be sent."""
+    ts = now.timestamp()
+    states = records.load_states(db, [o.item for o in outcomes])
+    active = silences.listing(db, ts)
+    routed: list[Routed] = []
+    for outcome in outcomes:
+        prev = states.get(outcome.item) or ItemState(outcome.item, kind=outcome.kind)
+        silence = silences.silencing(active, outcome.item, ts)
+        decision = decide(prev, reading(outcome), policy(outcome, settings), ts, silence is not None)
+        states[outcome.item] = decision.state
+        if decision.event is None:
+            continue
+        event = to_event(outcome, decision, prev, now)
+        route = pick_route(outcome.notify, settings.notify)
+        names = channels_for(route, event.severity, decision.previous.name.lower(), enabled)
+        routed.append(Routed(event, names, silence.id if silence else None))
+    records.save_states(db, list(states.values()))
+    records.log_events(db, [(ts, r.event.item, r.event.state, r.event.status, r.event.summary,
+                             ",".join(r.channels), r.silenced_by) for r in routed])
+    return routed
+
+
+def by_channel(routed: Sequence[Routed]) -> dict[str, list[AlertEvent]]:
+    """Unsilenced events grouped per channel, worst first, then by item."""
+    groups: dict[str, list[AlertEvent]] = {}
+    for entry in routed:
+        if entry.silenced_by is None:
+            for name in entry.channels:
+                groups.setdefault(name, []).append(entry.event)
+    for events in groups.values():
+        events.sort(key=lambda e: (_ORDER.get(e.severity, 9), e.item))
+    return groups
