@@ -1,0 +1,158 @@
+"""`nodes`: drained, draining, down and failing nodes, and the capacity left.
+
+One `sinfo` per tick serves every `nodes` check. The fingerprint (the sorted names of the
+bad nodes) lets the alert layer notify when the set of bad nodes changes, not every tick.
+Nodes that went bad are recorded, so a node that keeps coming back bad is called out.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from watchdogs.checks.base import Check
+from watchdogs.checks.context import TickContext
+from watchdogs.checks.job import JobCheck
+from watchdogs.config.options import Option, count, duration, integer, limit, string, string_list
+from watchdogs.errors import SlurmError, WatchdogsError
+from watchdogs.result import CheckResult, Metric, Status
+from watchdogs.slurmctl.backoff import guarded
+from watchdogs.slurmctl.hostlist import expand
+from watchdogs.slurmctl.jobspec import JobSpec
+from watchdogs.slurmctl.jobstatus import Assessment
+from watchdogs.slurmctl.sinfo import NodeRow, run_sinfo
+from watchdogs.slurmctl.slurmtime import format_clock
+from watchdogs.slurmctl.snapshot import SLURM_TIMEOUT_S, slurm_env
+
+MEMORY = "check.nodes"
+EVENTS_DDL = (
+    "CREATE TABLE IF NOT EXISTS node_events (check_name TEXT NOT NULL, node TEXT NOT NULL,"
+    " t REAL NOT NULL, state TEXT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS node_events_by_node ON node_events (check_name, node, t)",
+)
+
+
+class NodesCheck(Check):
+    type_name = "nodes"
+    options: ClassVar[Mapping[str, Option]] = {
+        "partition": Option(string_list, help="only nodes of these partitions (default: all)"),
+        "job": Option(string, help="or only the nodes of the running job of this `job` check"),
+        "min_available": Option(limit(count), help='nodes (or "50%") that must stay usable'),
+        "flapping": Option(integer(2), default=3, help="went bad this often within "
+                                                       "flapping_window: called out"),
+        "flapping_window": Option(duration, default=7 * 86400.0),
+    }
+    references: ClassVar[Mapping[str, str]] = {"job": "job"}
+
+    def watched_jobs(self, ctx: TickContext) -> list[JobSpec]:
+        linked = self._job_check(ctx)
+        return [linked.spec] if linked is not None else []
+
+    def _job_check(self, ctx: TickContext) -> JobCheck | None:
+        name = self.opts.get("job")
+        if name is None:
+            return None
+        config = ctx.config.check(name) if ctx.config is not None else None
+        if config is None:
+            config = next((c.config for c in ctx.checks if c.name == name), None)
+        if config is None or config.type != JobCheck.type_name:
+            raise WatchdogsError(f"job: no `job` check named {name!r}")
+        return JobCheck(config)
+
+    def run(self, ctx: TickContext) -> CheckResult:
+        try:
+            rows = ctx.shared("sinfo", lambda: guarded(
+                ctx.store, "sinfo", ctx.now.timestamp(), lambda: run_sinfo(SLURM_TIMEOUT_S, slurm_env(ctx))))
+        except SlurmError as exc:
+            return CheckResult(Status.UNKNOWN, f"cannot ask Slurm about nodes: {exc}")
+        scope = self._scope(ctx, rows)
+        if isinstance(scope, CheckResult):
+            return scope
+        return self._judge(ctx, scope)
+
+    def _scope(self, ctx: TickContext, rows: tuple[NodeRow, ...]) -> dict[str, NodeRow] | CheckResult:
+        """Each node once (sinfo --Node repeats a node per partition)."""
+        parts = self.opts.get("partition")
+        wanted: set[str] | None = None
+        linked = self._job_check(ctx)
+        if linked is not None:
+            job = linked.assess(ctx)
+            if not isinstance(job, Assessment):
+                return job
+            if not job.running:
+                return CheckResult(Status.OK, f"job check {linked.name!r} has no running job: "
+                                              "no nodes to watch", context={"fingerprint": ""})
+            wanted = {n for r in job.running for n in expand(r.nodelist)}
+        nodes: dict[str, NodeRow] = {}
+        for row in rows:
+            if (parts and row.partition not in parts) or (wanted is not None and row.name not in wanted):
+                continue
+            nodes.setdefault(row.name, row)
+        if not nodes:
+            where = f"partition {', '.join(parts)}" if parts else "this cluster"
+            return CheckResult(Status.UNKNOWN, f"no nodes in {where}")
+        return nodes
+
+    def _judge(self, ctx: TickContext, nodes: dict[str, NodeRow]) -> CheckResult:
+        bad = sorted((r for r in nodes.values() if r.bad), key=lambda r: r.name)
+        available = sum(r.available for r in nodes.values())
+        idle = sum(r.idle for r in nodes.values())
+        previous = set(ctx.store.kv_get(MEMORY, self.name, {}).get("bad", []))
+        new = [r.name for r in bad if r.name not in previous]
+        ctx.store.kv_put(MEMORY, self.name, {"bad": [r.name for r in bad]})
+        repeats = self._record_events(ctx, [r for r in bad if r.name in new])
+        status = Status.WARNING if bad else Status.OK
+        minimum = self.opts.get("min_available")
+        floor = minimum.resolve(len(nodes)) if minimum is not None else None
+        capacity = _capacity(bad, available, idle, len(nodes))
+        if floor is not None and available < floor:
+            status = Status.CRITICAL
+            capacity += f" (below min_available {floor:g})"
+        lines = [_describe(r, ctx, r.name in new, repeats.get(r.name, 0), self.opts)
+                 for r in bad]
+        summary = "; ".join([*lines[:3], capacity]) if bad else f"all usable: {capacity}"
+        if len(lines) > 3:
+            summary = "; ".join([*lines[:3], f"and {len(lines) - 3} more", capacity])
+        metrics = (Metric("bad", len(bad)), Metric("available", available, min="0", max=str(len(nodes))),
+                   Metric("idle", idle))
+        context = {"fingerprint": ",".join(r.name for r in bad), "nodes": ",".join(r.name for r in bad)}
+        if self.opts.get("partition"):
+            context["partition"] = ",".join(self.opts["partition"])
+        return CheckResult(status, summary, tuple(lines[3:]), metrics, context)
+
+    def _record_events(self, ctx: TickContext, newly_bad: list[NodeRow]) -> dict[str, int]:
+        """Record nodes that just went bad; how often each went bad within the window."""
+        now, window = ctx.now.timestamp(), self.opts["flapping_window"]
+        ctx.store.ensure_schema("checks.nodes", 1, EVENTS_DDL)
+        with ctx.store.transaction() as db:
+            db.executemany("INSERT INTO node_events VALUES (?, ?, ?, ?)",
+                           [(self.name, r.name, now, r.base_state) for r in newly_bad])
+            db.execute("DELETE FROM node_events WHERE check_name = ? AND t < ?", (self.name, now - window))
+            found = db.execute("SELECT node, COUNT(*) FROM node_events WHERE check_name = ? AND t >= ? "
+                               "GROUP BY node", (self.name, now - window)).fetchall()
+        return {node: n for node, n in found}
+
+
+def _capacity(bad: list[NodeRow], available: int, idle: int, total: int) -> str:
+    kinds: dict[str, int] = {}
+    for row in bad:
+        kinds[row.base_state] = kinds.get(row.base_state, 0) + 1
+    said = ", ".join(f"{n} {state}" for state, n in sorted(kinds.items()))
+    head = f"{said} of {total}" if said else f"{total} nodes"
+    return f"{head}; {available} usable, {idle} idle"
+
+
+def _describe(row: NodeRow, ctx: TickContext, new: bool, went_bad: int, opts: Mapping[str, Any]) -> str:
+    text = f"{row.name} {row.base_state}"
+    if row.reason:
+        text += f": {row.reason}"
+    who = [x for x in (f"by {row.reason_user}" if row.reason_user else "",
+                       f"since {format_clock(row.reason_time, ctx.now)}" if row.reason_time else "") if x]
+    if who:
+        text += f" ({' '.join(who)})"
+    if new:
+        text += " [new]"
+    if went_bad >= opts["flapping"]:
+        days = opts["flapping_window"] / 86400
+        text += f" [went bad {went_bad} times in {days:g} days: keeps coming back bad]"
+    return text
+

@@ -1,0 +1,77 @@
+"""Run a filesystem probe in a child process with a deadline.
+
+A stat() on a dead mount blocks in the kernel until the server returns. In a thread of
+ours that thread would be stuck for good (and would keep the process from exiting); a
+child process is killed and reaped in the background, and the check says "filesystem not
+responding" instead of hanging the scheduler.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from watchdogs.errors import WatchdogsError
+
+WORKER = "watchdogs.fsprobe.worker"
+
+
+class FsError(WatchdogsError):
+    """A probe failed: missing path, permission, a quota tool's error."""
+
+
+class FsNotResponding(FsError):
+    """The probe did not answer in time: a hung or dead mount."""
+
+
+def probe(op: str, args: Mapping[str, Any], timeout: float, what: str) -> Any:
+    """Run `op` of watchdogs.fsprobe.worker on `args` in a child; its JSON answer."""
+    argv = [sys.executable, "-m", WORKER, op, json.dumps(dict(args))]
+    out = run_bounded(argv, timeout, what)
+    try:
+        reply = json.loads(out)
+    except ValueError:
+        raise FsError(f"{what}: probe gave no answer") from None
+    if "error" in reply:
+        raise FsError(f"{what}: {reply['error']}")
+    return reply["result"]
+
+
+def run_bounded(argv: Sequence[str], timeout: float, what: str,
+                env: Mapping[str, str] | None = None) -> str:
+    """stdout of argv (an argument list, never a shell string), or FsNotResponding."""
+    try:
+        proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                stdin=subprocess.DEVNULL, text=True, env=env,
+                                start_new_session=True)
+    except FileNotFoundError:
+        raise FsError(f"{what}: {argv[0]}: command not found") from None
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        abandon(proc)
+        raise FsNotResponding(f"{what}: filesystem not responding (no answer within "
+                              f"{timeout:g}s)") from None
+    if proc.returncode != 0 and not out.strip():
+        last = (err.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
+        raise FsError(f"{what}: {last}")
+    return out
+
+
+def abandon(proc: subprocess.Popen[str]) -> None:
+    """Kill a stuck probe and reap it whenever the kernel lets it go, without waiting:
+    a process blocked on a dead mount may only die when the mount comes back."""
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()
+    threading.Thread(target=_reap, args=(proc,), name=f"reap-probe-{proc.pid}", daemon=True).start()
+
+
+def _reap(proc: subprocess.Popen[str]) -> None:
+    proc.wait()
+    for stream in (proc.stdout, proc.stderr):
+        if stream is not None:
+            stream.close()

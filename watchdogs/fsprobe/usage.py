@@ -1,0 +1,78 @@
+"""How full is a path, from the best source available, and what the levels say about it.
+
+Sources, best first: the site's quota tool (lfs for Lustre, mmlsquota for GPFS, or `quota`
+when asked), statvfs, and the bounded parallel scan for directory quotas.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from watchdogs.config.options import Limit
+from watchdogs.fsprobe import quota
+from watchdogs.fsprobe.bounded import FsError, probe, run_bounded
+from watchdogs.fsprobe.mounts import Mount, mount_of, parse_mountinfo
+from watchdogs.result import Status
+
+
+@dataclass(frozen=True)
+class Usage:
+    source: str
+    bytes_used: float
+    bytes_total: float | None
+    inodes_used: float | None
+    inodes_total: float | None
+    complete: bool = True
+    """False when a scan ran out of time: the figures are lower bounds."""
+    note: str = ""
+
+
+def level(used: float | None, capacity: float | None, warn: Limit, crit: Limit) -> Status:
+    """Percent levels are of the capacity; absolute levels are amounts used."""
+    if used is None:
+        return Status.OK
+    crit_at, warn_at = crit.resolve(capacity), warn.resolve(capacity)
+    if crit_at is not None and used >= crit_at:
+        return Status.CRITICAL
+    if warn_at is not None and used >= warn_at:
+        return Status.WARNING
+    return Status.OK
+
+
+def statvfs_usage(path: str, timeout: float) -> Usage:
+    r = probe("statvfs", {"path": path}, timeout, path)
+    return Usage("statvfs", r["bytes_used"], r["bytes_total"], r["inodes_used"], r["inodes_total"])
+
+
+def scan_usage(path: str, timeout: float, time_limit: float, workers: int, apparent: bool) -> Usage:
+    """The du fallback. The child stops itself at `time_limit`; `timeout` is the hard stop."""
+    r = probe("scan", {"root": path, "time_limit": time_limit, "workers": workers}, timeout, path)
+    used = r["apparent_bytes"] if apparent else r["allocated_bytes"]
+    note = f"scan of {r['inodes']} inodes in {r['elapsed']:.1f}s"
+    if r["errors"]:
+        note += f", {r['errors']} unreadable"
+    return Usage("scan", used, None, r["inodes"], None, r["complete"], note)
+
+
+def quota_usage(tool: str, path: str, user: str, timeout: float, mount: Mount | None,
+                device: str | None = None, fileset: str | None = None) -> Usage:
+    """Run the site's quota tool (bounded: it talks to the same servers as the mount)."""
+    if tool == "lfs":
+        report = quota.parse_lfs_quota(run_bounded(quota.lfs_argv(user, path), timeout, path))
+    elif tool == "mmlsquota":
+        dev = device or (mount.source if mount else path)
+        text = run_bounded(quota.mmlsquota_argv(user, dev, fileset), timeout, path)
+        report = quota.parse_mmlsquota_y(text, "FILESET" if fileset else "USR", fileset or user)
+    else:
+        names = (mount.source, mount.mount_point) if mount else ()
+        found = quota.parse_quota_w(run_bounded(quota.quota_argv(user), timeout, path), names)
+        if found is None:
+            raise FsError(f"{path}: no quota for {user}")
+        report = found
+    note = f"{tool} quota of {fileset or user}" + (f"; over soft limit, grace {report.grace}"
+                                                   if report.over else "")
+    return Usage(tool, report.bytes_used, report.bytes_limit, report.files_used, report.files_limit,
+                 note=note)
+
+
+def mount_for(path: str, mountinfo: str) -> Mount | None:
+    return mount_of(path, parse_mountinfo(mountinfo))

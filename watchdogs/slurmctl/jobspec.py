@@ -1,0 +1,74 @@
+"""Which jobs a `job` check watches, and one squeue query that covers many checks."""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from watchdogs.slurmctl.squeue import JobQuery, JobRow
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    job_name: str | None = None
+    job_regex: re.Pattern[str] | None = None
+    users: tuple[str, ...] = ()
+    """As configured: names, "@group", "*"; () means the user running the watchdog."""
+    partitions: tuple[str, ...] | None = None
+    cluster: str | None = None
+
+    @classmethod
+    def from_options(cls, opts: Mapping[str, Any]) -> JobSpec:
+        return cls(opts.get("job_name"), opts.get("job_regex"), tuple(opts.get("users") or ()),
+                   tuple(opts["partition"]) if opts.get("partition") else None,
+                   opts.get("cluster"))
+
+    def describe(self) -> str:
+        what = f"name {self.job_name!r}" if self.job_name else f"name matching /{self.job_regex.pattern}/"
+        if self.users:
+            what += f" of {', '.join(self.users)}"
+        if self.partitions:
+            what += f" in {', '.join(self.partitions)}"
+        return what + (f" on cluster {self.cluster}" if self.cluster else "")
+
+    def matches(self, row: JobRow, users: frozenset[str] | None) -> bool:
+        """`users` is this spec's `users` resolved (None: anyone)."""
+        if self.job_name is not None and row.name != self.job_name:
+            return False
+        if self.job_regex is not None and not self.job_regex.fullmatch(row.name):
+            return False
+        if users is not None and row.user not in users:
+            return False
+        if self.partitions and not set(row.partition.split(",")) & set(self.partitions):
+            return False
+        return row.cluster == self.cluster if self.cluster else True
+
+
+def plan_queries(specs: Sequence[JobSpec],
+                 resolved: Mapping[tuple[str, ...], frozenset[str] | None]) -> list[JobQuery]:
+    """The fewest squeue calls covering every spec: one, or two when some checks name a
+    cluster (-M) and others watch the local one. Each axis is the union of what the specs
+    need; one spec without a filter on an axis removes that filter (it needs every job)."""
+    local = [s for s in specs if s.cluster is None]
+    remote = [s for s in specs if s.cluster is not None]
+    queries = []
+    if local:
+        queries.append(_union(local, resolved, clusters=None))
+    if remote:
+        queries.append(_union(remote, resolved, clusters=tuple(sorted({s.cluster for s in remote}))))
+    return queries
+
+
+def _union(specs: Sequence[JobSpec], resolved: Mapping[tuple[str, ...], frozenset[str] | None],
+           clusters: tuple[str, ...] | None) -> JobQuery:
+    user_sets = [resolved[s.users] for s in specs]
+    users = None if any(u is None for u in user_sets) else _sorted_union(user_sets)
+    names = None if any(s.job_name is None for s in specs) else _sorted_union([{s.job_name} for s in specs])
+    parts = (None if any(not s.partitions for s in specs)
+             else _sorted_union([set(s.partitions) for s in specs]))
+    return JobQuery(users, names, parts, clusters)
+
+
+def _sorted_union(sets: Iterable[Iterable[str | None]]) -> tuple[str, ...]:
+    return tuple(sorted({v for s in sets for v in s if v is not None}))
