@@ -1,0 +1,72 @@
+"""`watchdogs start` / `watchdogs stop`: begin or end the self-perpetuating scheduler job.
+
+`stop` writes the stop file first (any instance that starts later exits at once without a
+successor, and the running one stops at its next tick), then cancels the running
+instance and its queued successor. `start` removes the stop file and submits the job
+unless one is already queued or running.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+from watchdogs.commands.base import CommandResult, config_from_args
+from watchdogs.config import find_config_path
+from watchdogs.errors import WatchdogsError
+from watchdogs.scheduler import chain
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    start_parser = sub.add_parser("start", help="submit the self-perpetuating scheduler job "
+                                                "(removes the stop file)")
+    start_parser.add_argument("--script", help="the batch script (default: $WATCHDOGS_CHAIN_SCRIPT, "
+                                               "else slurm/cron-scheduler.slurm of this checkout)")
+    start_parser.set_defaults(handler=start)
+    stop_parser = sub.add_parser("stop", help="end the scheduler job: stop file, then cancel the running "
+                                              "instance and its queued successor")
+    stop_parser.set_defaults(handler=stop)
+
+
+def start(args: argparse.Namespace) -> CommandResult:
+    config = config_from_args(args)  # a broken config is refused here, not in the queue
+    settings = chain.lenient_settings(config.path)
+    script = Path(args.script).expanduser().absolute() if args.script else chain.default_script()
+    if not script.is_file():
+        raise WatchdogsError(f"{script}: no such batch script (pass --script or set ${chain.SCRIPT_ENV})")
+    lines = []
+    if settings.stop_file.exists():
+        settings.stop_file.unlink()
+        lines.append(f"removed the stop file {settings.stop_file}")
+    jobs = chain.chain_jobs(settings.job_name)
+    if jobs:
+        live = ", ".join(f"{j.id} ({j.state})" for j in jobs)
+        lines.append(f"{settings.job_name} is already queued or running: {live}; nothing submitted")
+        return CommandResult("\n".join(lines), {"submitted": None, "jobs": [j.id for j in jobs]})
+    job = chain.submit_instance(settings, script, None, 0.0, os.environ)
+    lines.append(f"submitted {settings.job_name} as job {job} ({script}); its log: "
+                 f"{settings.output_dir}/{settings.job_name}-{job}.out")
+    return CommandResult("\n".join(lines), {"submitted": job, "jobs": [job]})
+
+
+def stop(args: argparse.Namespace) -> CommandResult:
+    # Lenient: `stop` must work even when the config is broken (that may be why you stop).
+    settings = chain.lenient_settings(find_config_path(args.config))
+    _write_stop_file(settings.stop_file)
+    jobs, error = chain.safe_chain_jobs(settings)
+    text = f"wrote the stop file {settings.stop_file}: instances starting from now on exit at once"
+    if error:
+        return CommandResult(f"{text}\ncannot cancel the queued/running instances: {error}",
+                             {"stop_file": str(settings.stop_file), "cancelled": [], "error": error},
+                             exit_code=3)
+    chain.cancel([j.id for j in jobs])
+    done = ", ".join(f"{j.id} ({j.state})" for j in jobs) or "none was queued or running"
+    return CommandResult(f"{text}\ncancelled {settings.job_name}: {done}",
+                         {"stop_file": str(settings.stop_file), "cancelled": [j.id for j in jobs]})
+
+
+def _write_stop_file(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path.write_text(f"written by `watchdogs stop` (uid {os.getuid()}) at "
+                    f"{time.strftime('%Y-%m-%d %H:%M:%S %z')}; `watchdogs start` removes it\n")

@@ -1,0 +1,64 @@
+"""`watchdogs run`: the scheduler. In the foreground, as an instance of the Slurm job chain
+(`--chain`, what slurm/cron-scheduler.slurm runs), or every item once (`--once [--due]`)."""
+from __future__ import annotations
+
+import argparse
+import logging
+
+from watchdogs.alerts import build_sink
+from watchdogs.commands.base import CommandResult, config_from_args
+from watchdogs.config import find_config_path
+from watchdogs.errors import WatchdogsError
+from watchdogs.plugins import CHECKS_GROUP, load_group
+from watchdogs.scheduler.instance import run_instance
+from watchdogs.scheduler.once import run_once
+from watchdogs.scheduler.stopflag import StopFlag
+from watchdogs.state.store import StateStore
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser("run", help="run the scheduler: built-in checks and cron.d drop-ins",
+                            description=__doc__)
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--once", action="store_true",
+                      help="run every item once, print one line each, exit with the worst status "
+                           "as a Nagios code (0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN)")
+    mode.add_argument("--chain", action="store_true",
+                      help="run as an instance of the self-perpetuating Slurm job "
+                           "(keeps one successor queued; used by slurm/cron-scheduler.slurm)")
+    parser.add_argument("--due", action="store_true", help="with --once: only the items that are due")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> CommandResult:
+    if args.due and not args.once:
+        raise WatchdogsError("--due goes with --once")
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)  # it logs every job submission
+    if args.once:
+        return _once(args)
+    stop = StopFlag()
+    stop.install()
+    code = run_instance(find_config_path(args.config), chained=args.chain, stop=stop)
+    return CommandResult("", {}, exit_code=code)
+
+
+def _once(args: argparse.Namespace) -> CommandResult:
+    config = config_from_args(args)
+    store = StateStore(config.scheduler.state_dir)
+    report = run_once(config, store, build_sink(config, store), load_group(CHECKS_GROUP),
+                      due_only=args.due)
+    lines, items = [], []
+    for run in report.runs:
+        status = run.result.status.name if run.result else "UNKNOWN"
+        summary = run.result.summary if run.result else "interrupted"
+        lines.append(f"{status:<8} {run.item}: {summary}")
+        items.append({"item": run.item, "kind": run.kind, "status": status, "summary": summary,
+                      "details": list(run.result.details) if run.result else [], "log": run.log,
+                      "job_id": run.job_id, "seconds": round(run.finished - run.started, 3)})
+    for refusal in report.refused:
+        lines.append(f"REFUSED  {refusal}")
+    if not report.runs:
+        lines.append("nothing due" if args.due else "nothing to run: no checks and no drop-ins")
+    data = {"items": items, "refused": [{"path": r.path, "reason": r.reason} for r in report.refused],
+            "worst": report.worst.name}
+    return CommandResult("\n".join(lines), data, exit_code=int(report.worst))

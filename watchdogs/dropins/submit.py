@@ -1,0 +1,68 @@
+"""Submit a *.slurm drop-in with sbatch: its own #SBATCH lines decide its resources.
+
+sbatch runs in the item's run-log folder, so a script without its own `--output` leaves
+its slurm-<id>.out beside the run logs (and is pruned with them). A job submitted last
+time that is still pending or running is not submitted again: an item never overlaps
+itself, and a busy queue does not pile up copies.
+"""
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from watchdogs.result import CheckResult, Status
+from watchdogs.slurmctl.runner import BUSY_MARKERS, run_slurm
+
+SBATCH_TIMEOUT_S = 30.0
+UNREACHABLE = (*BUSY_MARKERS, "Unable to contact slurm controller", "Connection refused")
+ACTIVE_STATES = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING",
+                 "SUSPENDED", "REQUEUE_HOLD", "REQUEUE_FED", "STAGE_OUT", "SIGNALING")
+
+
+def my_active_jobs(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """job id -> state of this user's pending/running jobs: one squeue call."""
+    reply = run_slurm(["squeue", "--me", "--noheader", "--format=%i %T"], env=env)
+    jobs = {}
+    for line in reply.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            jobs[parts[0]] = parts[1]
+    return jobs
+
+
+def still_active(previous_job: str | None, active: Mapping[str, str]) -> CheckResult | None:
+    """A WARNING when the previous submission is still queued or running, else None."""
+    if previous_job and active.get(previous_job) in ACTIVE_STATES:
+        return CheckResult(Status.WARNING, f"previous job {previous_job} still {active[previous_job]}; "
+                           "not submitted again", context={"job": previous_job})
+    return None
+
+
+def submit(argv: Sequence[str], log_path: Path, env: Mapping[str, str]) -> tuple[CheckResult, str | None]:
+    """sbatch the script (argv[0]) with its arguments. Returns (result, job id or None)."""
+    log_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    cmd = ["sbatch", "--parsable", *argv]
+    try:
+        proc = subprocess.run(cmd, cwd=log_path.parent, env=dict(env), capture_output=True, text=True,
+                              timeout=SBATCH_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        return _logged(log_path, cmd, CheckResult(Status.UNKNOWN, "sbatch: command not found")), None
+    except subprocess.TimeoutExpired:
+        return _logged(log_path, cmd, CheckResult(
+            Status.UNKNOWN, f"sbatch did not answer within {SBATCH_TIMEOUT_S:g}s")), None
+    reply = (proc.stdout + proc.stderr).strip()
+    if proc.returncode == 0:
+        job_id = proc.stdout.strip().split(";")[0]
+        result = CheckResult(Status.OK, f"submitted job {job_id}", context={"job": job_id})
+        return _logged(log_path, cmd, result, reply), job_id
+    message = (reply or "no output").splitlines()[-1]
+    # The controller being away is not the script's fault: UNKNOWN. A rejected script is.
+    status = Status.UNKNOWN if any(m in reply for m in UNREACHABLE) else Status.CRITICAL
+    return _logged(log_path, cmd, CheckResult(status, f"sbatch failed: {message}"), reply), None
+
+
+def _logged(log_path: Path, cmd: Sequence[str], result: CheckResult, reply: str = "") -> CheckResult:
+    with open(log_path, "w") as fh:
+        fh.write(f"$ {' '.join(cmd)}\n{reply}\n--- {result.status.name}: {result.summary}\n")
+    return result

@@ -1,0 +1,270 @@
+"""The scheduler: APScheduler decides *when*, this loop decides *what runs together*.
+
+Each item is an APScheduler job whose trigger fires at its due times. A job does not run
+the item: APScheduler's submission event puts "due" on a queue, and this loop gathers
+everything due at the same moment into one batch (one TickContext, so one squeue and one
+sinfo serve every check of it), starts it, and hands every finished run of the tick to the
+result sink in one call. Every `tick` it rescans cron.d, writes the heartbeat, flushes the
+sink and runs periodic chores.
+
+APScheduler's defaults are wrong here: misfire_grace_time=1s silently drops a run that is
+a little late. Jobs use misfire_grace_time=None (a late run still runs), coalesce=True
+(a backlog runs once) and max_instances=1; catch-up after a gap comes from the last
+completed run in the state database (`first_run`).
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone, tzinfo
+from typing import TYPE_CHECKING
+
+from apscheduler.events import EVENT_JOB_SUBMITTED, JobSubmissionEvent
+from apscheduler.executors.debug import DebugExecutor
+from apscheduler.schedulers.background import BackgroundScheduler
+from tzlocal import get_localzone
+
+from watchdogs import units
+from watchdogs.dropins.execute import KILLED_BY
+from watchdogs.scheduler.items import Item, check_items, dropin_items
+from watchdogs.scheduler.prune import SCHEDULER_LOGS, prune_files
+from watchdogs.scheduler.records import FinishedRun, Records
+from watchdogs.scheduler.runner import RUNS_DIR, Runner
+from watchdogs.scheduler.schedules import first_run, make_trigger
+from watchdogs.scheduler.stopflag import StopFlag
+
+if TYPE_CHECKING:
+    from watchdogs.config.model import Config
+    from watchdogs.dropins.safety import Refusal
+    from watchdogs.plugins import Registry
+    from watchdogs.sink import ResultSink
+    from watchdogs.state.store import StateStore
+
+LOG = logging.getLogger("watchdogs.scheduler")
+POLL_S = 0.5
+"""How often the loop looks at the stop flag while idle (a signal handler only sets it)."""
+COALESCE_S = 0.05
+"""Items due within this of each other run as one batch."""
+PRUNE_EVERY_S = 3600.0
+
+
+@dataclass(frozen=True)
+class Due:
+    item: str
+    scheduled: float
+
+
+@dataclass(frozen=True)
+class Periodic:
+    """A chore run from the loop every `every` seconds (e.g. the chain's successor check)."""
+
+    every: float
+    action: Callable[[float], None]
+    name: str
+
+
+def _noop() -> None:
+    """The APScheduler job body: the work is started by the loop on the submission event."""
+
+
+class Scheduler:
+    def __init__(self, config: Config, store: StateStore, sink: ResultSink, registry: Registry,
+                 *, instance: int, stop: StopFlag, periodic: Sequence[Periodic] = (),
+                 env: dict[str, str] | None = None, uid: int | None = None,
+                 clock: Callable[[], float] = time.time, tz: tzinfo | None = None) -> None:
+        self.config = config
+        self.sink = sink
+        self.records = Records(store)
+        self.instance = instance
+        self.stop = stop
+        self.periodic = list(periodic)
+        self.uid = uid
+        self.clock = clock
+        self.tz = tz or get_localzone()
+        self.events: queue.Queue[object] = queue.Queue()
+        self.runner = Runner(config, store, self.records, self.events, instance, env, clock)
+        self.items: dict[str, Item] = {}
+        self.refused: list[Refusal] = []
+        self._warned: set[str] = set()
+        self._checks, self._check_refusals = check_items(config, registry)
+        self._aps = BackgroundScheduler(timezone=timezone.utc, executors={"default": DebugExecutor()},
+                                        job_defaults={"misfire_grace_time": None, "coalesce": True,
+                                                      "max_instances": 1})
+        self._aps.add_listener(self._on_submitted, EVENT_JOB_SUBMITTED)
+
+    def run(self) -> str:
+        """Run until the stop flag is raised; returns why it stopped."""
+        now = self.clock()
+        for item in self.records.close_interrupted(self.instance, now):
+            LOG.warning("%s: its last run was cut off when the previous instance ended; it counts as "
+                        "not run", item)
+        self._prune(now)
+        self._sync(now)
+        LOG.info("scheduling %d items (tick %s, state in %s); %d refused", len(self.items),
+                 units.format_duration(self.config.scheduler.tick), self.config.scheduler.state_dir,
+                 len(self.refused))
+        self._aps.start()
+        last_chores = {p.name: now for p in self.periodic}
+        next_tick, last_prune = 0.0, now
+        while self.stop.request is None:
+            dues, finished = self._collect(max(0.0, next_tick - time.monotonic()))
+            now = self.clock()
+            self._dispatch(dues, now)
+            self._settle(finished, now)
+            if time.monotonic() >= next_tick:
+                next_tick = time.monotonic() + self.config.scheduler.tick
+                self._tick(now)
+                if now - last_prune >= PRUNE_EVERY_S:
+                    last_prune = now
+                    self._prune(now)
+                self._chores(now, last_chores)
+        return self._shutdown()
+
+    # -- the loop's steps ----------------------------------------------------------------
+    def _collect(self, timeout: float) -> tuple[list[Due], list[tuple[FinishedRun, Item]]]:
+        try:
+            events = [self.events.get(timeout=min(timeout, POLL_S))]
+        except queue.Empty:
+            return [], []
+        deadline = time.monotonic() + (COALESCE_S if isinstance(events[0], Due) else 0.0)
+        while True:
+            try:
+                events.append(self.events.get(timeout=max(0.0, deadline - time.monotonic())))
+            except queue.Empty:
+                break
+        dues = [e for e in events if isinstance(e, Due)]
+        return dues, [e for e in events if isinstance(e, tuple)]  # type: ignore[misc]
+
+    def _dispatch(self, dues: list[Due], now: float) -> None:
+        if not dues or self.stop.request is not None:
+            return
+        scheduled = {d.item: d.scheduled for d in dues if d.item in self.items}
+        batch = [self.items[i] for i in scheduled]
+        for item_id in self.runner.start(batch, now, scheduled):
+            LOG.info("%s: still running from its last due time; this run is skipped", item_id)
+
+    def _settle(self, finished: list[tuple[FinishedRun, Item]], now: float) -> None:
+        if not finished:
+            return
+        finished = self._cut_off_by_job_end(finished)
+        for run, _item in finished:
+            self.runner.settle(run)
+        self.records.finished([run for run, _ in finished])
+        outcomes = []
+        for run, item in finished:
+            if run.result is None:
+                LOG.warning("%s: interrupted (the scheduler is stopping); counts as not run", run.item)
+                continue
+            LOG.info("%s: %s: %s", run.item, run.result.status.name, run.result.summary)
+            outcomes.append(item.outcome(run.result, _dt(run.started), _dt(run.finished)))
+        if outcomes:
+            try:
+                self.sink.handle(outcomes, _dt(now))
+            except Exception:  # noqa: BLE001 - alert trouble must never stop the scheduler
+                LOG.exception("the result sink failed to take %d outcomes", len(outcomes))
+
+    def _cut_off_by_job_end(self, finished: list[tuple[FinishedRun, Item]]
+                            ) -> list[tuple[FinishedRun, Item]]:
+        """scancel, preemption or a node shutdown signal every process of the job at once,
+        drop-ins included: a drop-in killed by a signal while we are stopping was cut off,
+        which counts as not run, not as its result. The signal may reach the drop-in a
+        moment before our own handler runs, so such a result waits one poll first."""
+        killed = [run for run, _ in finished if run.result is not None and KILLED_BY in run.result.context]
+        if not killed:
+            return finished
+        if self.stop.request is None:
+            time.sleep(POLL_S)
+        if self.stop.request is None:
+            return finished
+        return [(replace(run, result=None) if run in killed else run, item) for run, item in finished]
+
+    def _tick(self, now: float) -> None:
+        self._sync(now)
+        next_runs = {j.id: j.next_run_time.timestamp() if j.next_run_time else None
+                     for j in self._aps.get_jobs()}
+        self.records.beat(self.instance, now, {i: next_runs.get(i) for i in self.items})
+        try:
+            self.sink.flush(_dt(now))
+        except Exception:  # noqa: BLE001 - alert trouble must never stop the scheduler
+            LOG.exception("the result sink failed to flush")
+        if self.config.scheduler.stop_file.exists():
+            self.stop.raise_(f"stop file {self.config.scheduler.stop_file} appeared", grace=30.0)
+
+    def _chores(self, now: float, last: dict[str, float]) -> None:
+        for chore in self.periodic:
+            if now - last[chore.name] >= chore.every:
+                last[chore.name] = now
+                try:
+                    chore.action(now)
+                except Exception:  # noqa: BLE001 - a failed chore is retried next time
+                    LOG.exception("%s failed; retried in %.0fs", chore.name, chore.every)
+
+    def _sync(self, now: float) -> None:
+        """Rescan cron.d: add new items, drop removed ones, reschedule changed ones."""
+        dropins, refused = dropin_items(self.config, self.uid)
+        self.refused = self._check_refusals + refused
+        for refusal in self.refused:
+            if str(refusal) not in self._warned:
+                self._warned.add(str(refusal))
+                LOG.warning("refused: %s", refusal)
+        wanted = {i.id: i for i in self._checks + dropins}
+        for item_id in set(self.items) - set(wanted):
+            LOG.info("%s: gone from cron.d; no longer scheduled", item_id)
+            self.items.pop(item_id)
+            if self._aps.get_job(item_id):
+                self._aps.remove_job(item_id)
+        changed = [i for i in wanted.values()
+                   if i.id not in self.items or self.items[i.id].signature != i.signature]
+        anchors = self.records.anchors() if changed else {}
+        for item in changed:
+            self._schedule(item, anchors.get(item.id), now)
+        self.items.update(wanted)
+
+    def _schedule(self, item: Item, anchor: float | None, now: float) -> None:
+        first = first_run(item.schedule, _dt(anchor) if anchor else None, _dt(now), self.tz)
+        self.records.register(item.id, item.kind, item.schedule.describe())
+        self._aps.add_job(_noop, make_trigger(item.schedule, first, self.tz), id=item.id, name=item.id,
+                          next_run_time=first, replace_existing=True)
+        LOG.debug("%s: %s, next run %s", item.id, item.schedule.describe(), first.isoformat())
+
+    def _on_submitted(self, event: JobSubmissionEvent) -> None:
+        """APScheduler's thread: the item is due. Only queue it; the loop runs it."""
+        self.events.put(Due(event.job_id, event.scheduled_run_times[-1].timestamp()))
+
+    def _prune(self, now: float) -> None:
+        cutoff = now - self.config.scheduler.log_retention
+        state = self.config.scheduler.state_dir
+        removed = prune_files(state / RUNS_DIR, cutoff) + prune_files(state / SCHEDULER_LOGS, cutoff)
+        history = self.records.prune(cutoff)
+        if removed or history:
+            LOG.info("pruned %d run logs and %d history rows older than the log retention", removed, history)
+
+    def _shutdown(self) -> str:
+        reason, grace = self.stop.request or ("stopped", 0.0)
+        LOG.info("stopping (%s): waiting up to %.0fs for %d running items", reason, grace,
+                 len(self.runner.running))
+        self._aps.shutdown(wait=False)
+        self.runner.stop(grace)
+        finished = []
+        while True:
+            try:
+                event = self.events.get_nowait()
+            except queue.Empty:
+                break
+            if isinstance(event, tuple):
+                finished.append(event)
+        now = self.clock()
+        self._settle(finished, now)  # type: ignore[arg-type]
+        self.records.beat(self.instance, now, {})
+        try:
+            self.sink.flush(_dt(now))
+        except Exception:  # noqa: BLE001 - alert trouble must never stop the scheduler
+            LOG.exception("the result sink failed to flush")
+        return reason
+
+
+def _dt(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, timezone.utc)

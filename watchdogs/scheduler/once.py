@@ -1,0 +1,82 @@
+"""`watchdogs run --once [--due]`: every item (or only the due ones) once, as one batch,
+recorded like a scheduled run, then the sink is flushed with force=True."""
+from __future__ import annotations
+
+import queue
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone, tzinfo
+from typing import TYPE_CHECKING
+
+from tzlocal import get_localzone
+
+from watchdogs.dropins.safety import Refusal
+from watchdogs.result import Status, worst
+from watchdogs.scheduler.items import Item, all_items
+from watchdogs.scheduler.prune import SCHEDULER_LOGS, prune_files
+from watchdogs.scheduler.records import FinishedRun, Records
+from watchdogs.scheduler.runner import RUNS_DIR, Runner
+from watchdogs.scheduler.schedules import first_run
+
+if TYPE_CHECKING:
+    from watchdogs.config.model import Config
+    from watchdogs.plugins import Registry
+    from watchdogs.sink import ResultSink
+    from watchdogs.state.store import StateStore
+
+
+@dataclass(frozen=True)
+class OnceReport:
+    runs: tuple[FinishedRun, ...]
+    refused: tuple[Refusal, ...]
+
+    @property
+    def worst(self) -> Status:
+        return worst([r.result.status for r in self.runs if r.result is not None])
+
+
+def due_items(items: Mapping[str, Item], anchors: Mapping[str, float | None], now: float,
+              tz: tzinfo) -> list[Item]:
+    """Items whose catch-up time has come: never completed, or a period since the last."""
+    now_dt = datetime.fromtimestamp(now, timezone.utc)
+    def anchor(item: Item) -> datetime | None:
+        value = anchors.get(item.id)
+        return datetime.fromtimestamp(value, timezone.utc) if value else None
+    return [i for i in items.values() if first_run(i.schedule, anchor(i), now_dt, tz) <= now_dt]
+
+
+def run_once(config: Config, store: StateStore, sink: ResultSink, registry: Registry, *,
+             due_only: bool = False, env: Mapping[str, str] | None = None, uid: int | None = None,
+             clock: Callable[[], float] = time.time, tz: tzinfo | None = None) -> OnceReport:
+    records = Records(store)
+    now = clock()
+    cutoff = now - config.scheduler.log_retention
+    prune_files(config.scheduler.state_dir / RUNS_DIR, cutoff)
+    prune_files(config.scheduler.state_dir / SCHEDULER_LOGS, cutoff)
+    records.prune(cutoff)
+    items, refused = all_items(config, registry, uid)
+    chosen = due_items(items, records.anchors(), now, tz or get_localzone()) if due_only \
+        else list(items.values())
+    done: queue.Queue[object] = queue.Queue()
+    runner = Runner(config, store, records, done, None, env, clock)
+    runner.start(chosen, now, {i.id: now for i in chosen})
+    finished: list[tuple[FinishedRun, Item]] = []
+    try:
+        while len(finished) < len(chosen):
+            finished.append(done.get())  # type: ignore[arg-type]
+    except KeyboardInterrupt:
+        runner.stop(0.0)  # drop-ins run in sessions of their own: kill them, not orphan them
+        raise
+    records.finished([run for run, _ in finished])
+    outcomes = [item.outcome(run.result, _dt(run.started), _dt(run.finished))
+                for run, item in finished if run.result is not None]
+    if outcomes:
+        sink.handle(outcomes, _dt(clock()))
+    sink.flush(_dt(clock()), force=True)
+    runs = sorted((run for run, _ in finished), key=lambda r: r.item)
+    return OnceReport(tuple(runs), tuple(refused))
+
+
+def _dt(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, timezone.utc)

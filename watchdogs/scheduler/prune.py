@@ -1,0 +1,34 @@
+"""Delete run logs (and the scheduler's own Slurm output files) older than `log_retention`,
+so the watchdog never eats the inode quota it is watching."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+SCHEDULER_LOGS = "scheduler"
+
+
+def prune_files(root: Path, cutoff: float) -> int:
+    """Remove regular files under `root` last modified before `cutoff` (Unix seconds), then
+    the folders left empty. Returns how many files went. Never follows symlinks."""
+    if not root.is_dir():
+        return 0
+    removed = 0
+    for folder, dirs, files in os.walk(root, topdown=False):
+        for name in files:
+            path = Path(folder) / name
+            try:
+                if path.lstat().st_mtime < cutoff:
+                    path.unlink()
+                    removed += 1
+            except OSError:
+                continue  # vanished or not ours to remove: leave it
+        for name in dirs:
+            path = Path(folder) / name
+            try:
+                # Only old folders: a run may be about to write into a fresh one.
+                if path.lstat().st_mtime < cutoff:
+                    path.rmdir()  # only succeeds when empty
+            except OSError:
+                pass
+    return removed

@@ -1,0 +1,117 @@
+"""What `watchdogs status` shows: the scheduler instance (job id, Slurm state, heartbeat
+age), every scheduled item (last run, result, summary, next run), and refused drop-ins.
+
+It asks Slurm once (one squeue of this user's jobs, finished ones the controller still
+remembers included) and rescans cron.d itself, so refused files show even while no
+scheduler runs.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from tzlocal import get_localzone
+
+from watchdogs import units
+from watchdogs.errors import WatchdogsError
+from watchdogs.result import Status
+from watchdogs.scheduler.items import all_items
+from watchdogs.scheduler.records import Records
+from watchdogs.scheduler.runner import RUNS_DIR
+from watchdogs.scheduler.schedules import first_run
+from watchdogs.slurmctl.runner import run_slurm
+
+if TYPE_CHECKING:
+    from watchdogs.config.model import Config
+    from watchdogs.plugins import Registry
+    from watchdogs.state.store import StateStore
+
+
+def my_jobs(env: Mapping[str, str] | None = None) -> dict[str, dict[str, str]]:
+    """job id -> {name, state, reason, start}: one squeue call."""
+    reply = run_slurm(["squeue", "--me", "--noheader", "--states=all", "--format=%i|%j|%T|%r|%S"], env=env)
+    jobs = {}
+    for line in reply.stdout.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) == 5:
+            jobs[parts[0]] = dict(zip(("name", "state", "reason", "start"), parts[1:], strict=True))
+    return jobs
+
+
+def gather(config: Config, store: StateStore, registry: Registry, now: float,
+           env: Mapping[str, str] | None = None, uid: int | None = None) -> dict[str, Any]:
+    records = Records(store)
+    try:
+        jobs, slurm_error = my_jobs(env), None
+    except WatchdogsError as exc:
+        jobs, slurm_error = {}, str(exc)
+    scheduler = _scheduler(config, records.latest_instance(), jobs, slurm_error, now)
+    items, refused = all_items(config, registry, uid)
+    rows = records.items()
+    listed = []
+    for item in items.values():
+        row = rows.get(item.id, {})
+        listed.append(_item(item.id, item.kind, item.schedule.describe(), row, jobs,
+                            _next_run(item, row, scheduler["running"], now)))
+    return {"now": now, "scheduler": scheduler, "items": sorted(listed, key=lambda i: i["item"]),
+            "refused": [{"path": r.path, "reason": r.reason} for r in refused],
+            "stop_file": str(config.scheduler.stop_file) if config.scheduler.stop_file.exists() else None,
+            "logs": {"runs": str(config.scheduler.state_dir / RUNS_DIR),
+                     "scheduler": str(config.scheduler.state_dir / "scheduler")}}
+
+
+def _scheduler(config: Config, instance: dict[str, Any] | None, jobs: dict[str, dict[str, str]],
+               slurm_error: str | None, now: float) -> dict[str, Any]:
+    name = config.scheduler.job_name
+    chain = [{"job_id": j, **info} for j, info in jobs.items()
+             if info["name"] == name and info["state"] in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")]
+    found: dict[str, Any] = {"job_name": name, "chain_jobs": chain, "slurm_error": slurm_error,
+                             "instance": instance, "running": False, "heartbeat_age": None,
+                             "stale": False, "job_state": None}
+    if instance is None:
+        return found
+    found["job_state"] = jobs.get(instance["job_id"] or "", {}).get("state")
+    found["running"] = instance["ended"] is None
+    if found["running"]:
+        age = now - (instance["heartbeat"] or instance["started"])
+        found["heartbeat_age"] = age
+        found["stale"] = age > config.scheduler.heartbeat_stale
+        if found["stale"]:
+            found["running"] = False
+    return found
+
+
+def _next_run(item: Any, row: Mapping[str, Any], running: bool, now: float) -> float | None:
+    """The running scheduler's own plan; else when a scheduler started now would run it."""
+    if running and row.get("next_run") is not None:
+        return float(row["next_run"])
+    if running and row.get("running_since"):
+        return None
+    anchor = row.get("anchor")
+    when = first_run(item.schedule, _dt(anchor) if anchor else None, _dt(now), get_localzone())
+    return when.timestamp()
+
+
+def _item(item_id: str, kind: str, schedule: str, row: Mapping[str, Any], jobs: dict[str, dict[str, str]],
+          next_run: float | None) -> dict[str, Any]:
+    status = row.get("last_status")
+    job_id = row.get("last_job_id")
+    return {"item": item_id, "kind": kind, "schedule": schedule,
+            "last_run": row.get("last_started"), "finished": row.get("last_finished"),
+            "status": Status(status).name if status is not None else None,
+            "summary": row.get("last_summary"), "log": row.get("last_log"),
+            "running_since": row.get("running_since"), "next_run": next_run,
+            "job_id": job_id, "job_state": jobs.get(job_id, {}).get("state") if job_id else None}
+
+
+def _dt(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, timezone.utc)
+
+
+def ago(seconds: float | None) -> str:
+    """-75 -> "in 1m15s", 7200 -> "2h ago"."""
+    if seconds is None:
+        return "-"
+    text = units.format_duration(abs(seconds))
+    return f"in {text}" if seconds < 0 else f"{text} ago"
