@@ -1,0 +1,96 @@
+"""`watchdogs alerts`: open alerts (age, last notification, ack, silence), messages waiting
+in the outbox, failing channels, and optionally recent history. Never shows a secret:
+stored errors were scrubbed when recorded and are scrubbed again here."""
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from notifiers.render import age
+from notifiers.secrets import scrub
+from watchdogs.alerts import health, outbox, records, silences
+from watchdogs.commands.base import CommandResult
+from watchdogs.commands.silence import open_store, when
+from watchdogs.result import Status
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser("alerts", help="open alerts, undelivered messages and failing channels")
+    parser.add_argument("--history", type=int, default=0, metavar="N", help="also the last N events")
+    parser.set_defaults(handler=show_alerts)
+
+
+def _open_alerts(db: Any, now: float) -> list[dict[str, Any]]:
+    running = silences.listing(db, now)
+    found = []
+    for state in sorted(records.load_states(db).values(), key=lambda s: (-s.status.severity, s.item)):
+        if state.status is Status.OK and not state.open:
+            continue
+        silence = silences.silencing(running, state.item, now)
+        found.append({
+            "item": state.item, "kind": state.kind, "status": state.status.name, "summary": state.summary,
+            "announced": state.notified.name if state.open else None,
+            "since": when(state.since) if state.since else None,
+            "age": age(now - state.since) if state.since else None,
+            "last_notified": when(state.last_notified) if state.open and state.last_notified else None,
+            "acked_by": state.acked_by, "silenced_by": silence.id if silence else None,
+            "bad_readings": state.bad_streak})
+    return found
+
+
+def _pending(db: Any, now: float) -> list[dict[str, Any]]:
+    return [{"id": i.id, "channel": i.channel, "key": i.key, "subject": i.message.subject,
+             "queued": when(i.created), "age": age(now - i.created), "attempts": i.attempts,
+             "next_attempt_in": age(max(i.next_attempt - now, 0)),
+             "last_error": scrub(i.last_error) if i.last_error else None} for i in outbox.pending(db)]
+
+
+def _channels(db: Any, now: float) -> list[dict[str, Any]]:
+    return [{"channel": h.channel, "failing_since": when(h.failing_since), "for": age(now - h.failing_since),
+             "last_error": scrub(h.last_error or ""), "others_told": h.down_alerted}
+            for h in health.listing(db) if h.failing_since is not None]
+
+
+def _line(alert: dict[str, Any]) -> str:
+    if alert["announced"] is None:
+        state = f"not announced yet ({alert['bad_readings']} bad reading(s))"
+    else:
+        state = f"last sent {alert['last_notified']}"
+    extras = [f"acked by {alert['acked_by']}"] if alert["acked_by"] else []
+    extras += [f"silenced (silence {alert['silenced_by']})"] if alert["silenced_by"] else []
+    tail = "; ".join([state, *extras])
+    return (f"  {alert['status']:<8} {alert['item']}  since {alert['since']} ({alert['age']}); {tail}\n"
+            f"           {alert['summary']}")
+
+
+def _pending_line(p: dict[str, Any]) -> str:
+    line = (f"  #{p['id']} {p['channel']}: {p['subject']} (queued {p['age']} ago, "
+            f"{p['attempts']} attempt(s), next in {p['next_attempt_in']})")
+    return line + (f"\n      last error: {p['last_error']}" if p["last_error"] else "")
+
+
+def _history_line(h: dict[str, Any]) -> str:
+    line = (f"  {h['at']} {h['state']:<8} {h['status']:<8} {h['item']}: {h['summary']} -> "
+            f"{h['channels'] or '(nowhere)'}")
+    return line + (f" [silenced by {h['silenced_by']}]" if h["silenced_by"] else "")
+
+
+def show_alerts(args: argparse.Namespace) -> CommandResult:
+    store, _ = open_store(args)
+    db, now = store.connection(), time.time()
+    data: dict[str, Any] = {"open": _open_alerts(db, now), "pending": _pending(db, now),
+                            "failing_channels": _channels(db, now)}
+    lines = [f"Open alerts ({len(data['open'])}):" if data["open"] else "No open alerts."]
+    lines += [_line(a) for a in data["open"]]
+    if data["pending"]:
+        lines.append(f"Waiting in the outbox ({len(data['pending'])}):")
+        lines += [_pending_line(p) for p in data["pending"]]
+    for channel in data["failing_channels"]:
+        lines.append(f"Channel {channel['channel']} failing for {channel['for']}: {channel['last_error']}")
+    if args.history:
+        data["history"] = [dict(row, at=when(row["at"]), summary=scrub(str(row["summary"])))
+                           for row in records.history(db, args.history)]
+        lines.append(f"Last {len(data['history'])} events:")
+        lines += [_history_line(h) for h in data["history"]]
+    return CommandResult("\n".join(lines), data)
