@@ -12,6 +12,7 @@ temporary name, then rename), so a reader never sees half a record:
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import time
@@ -61,3 +62,34 @@ def read_heartbeats(directory: Path) -> list[Heartbeat]:
         except (OSError, ValueError, KeyError, TypeError):
             continue
     return sorted(records, key=lambda r: r.rank)
+
+
+class HeartbeatWriter:
+    """Rate-limited writer for one rank: at most one record per `every` seconds of the
+    monotonic clock, except on a phase change, which is written at once (so `saving` or
+    `eval` shows before a long pause). A failing filesystem never stops the training."""
+
+    def __init__(self, directory: Path, rank: int, every: float, job_id: str = "") -> None:
+        self.directory = Path(directory)
+        self.rank = rank
+        self.every = every
+        self.job_id = job_id
+        self.phase = "start"
+        self.next_at = float("-inf")
+        self._warned = False
+
+    def beat(self, step: int, now: float, phase: str | None = None) -> None:
+        changed = phase is not None and phase != self.phase
+        if phase is not None:
+            self.phase = phase
+        if not changed and now < self.next_at:
+            return
+        self.next_at = now + self.every
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            write_heartbeat(self.directory, self.rank, step, self.phase, job_id=self.job_id)
+        except OSError as exc:
+            if not self._warned:
+                self._warned = True
+                logging.getLogger("trainguard").warning(
+                    "trainguard: cannot write the heartbeat in %s: %s", self.directory, exc)

@@ -1,0 +1,210 @@
+"""Checkpoint helpers: atomic commit, keep the last N, resume with fallback.
+
+Not a format: the caller's writer fills a directory (torch.save, safetensors,
+torch.distributed.checkpoint, anything). A checkpoint is committed by
+
+  1. writing into `.tmp-step-00000123/` (a deterministic name: every rank writes there),
+  2. fsync of every file and of the directory, then a completeness marker `COMPLETE.json`
+     listing every file and its size,
+  3. `rename` to `step-00000123/` (atomic), fsync of the parent,
+  4. replacing the `latest` pointer file atomically (write a temporary file, rename).
+
+A reader therefore sees a complete checkpoint or none. Resume tries the newest complete
+one and, if the caller's loader fails on it (a truncated tensor file, a bug in a new
+format), falls back to the previous one with a warning. At least two are kept: the newest
+may be the one that was cut off. With a scratch directory (`$SLURM_TMPDIR`), saves go to
+fast local storage and `sync_to_shared()` copies the newest one to shared storage at exit.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger("trainguard")
+MARKER = "COMPLETE.json"
+LATEST = "latest"
+_NAME = re.compile(r"step-(\d+)")
+Writer = Callable[[Path], None]
+Loader = Callable[[Path], None]
+
+
+class CheckpointError(Exception):
+    """No checkpoint could be loaded although some exist (never silently start over)."""
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    path: Path
+    step: int
+
+
+def step_name(step: int) -> str:
+    return f"step-{step:08d}"
+
+
+def _fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _files(directory: Path) -> dict[str, int]:
+    return {str(p.relative_to(directory)): p.stat().st_size
+            for p in sorted(directory.rglob("*")) if p.is_file() and p.name != MARKER}
+
+
+def _fsync_tree(directory: Path) -> None:
+    for path in sorted(directory.rglob("*"), reverse=True):
+        _fsync_path(path)
+    _fsync_path(directory)
+
+
+def is_complete(path: Path) -> bool:
+    """The marker exists and every file it lists has the size it lists."""
+    try:
+        marker = json.loads((path / MARKER).read_text())
+        return all((path / name).stat().st_size == size for name, size in marker["files"].items())
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return False
+
+
+def _write_atomically(target: Path, text: str) -> None:
+    tmp = target.with_name(f".{target.name}.tmp")
+    with open(tmp, "w") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, target)
+
+
+class Checkpoints:
+    def __init__(self, root: Path, keep: int = 2, scratch: Path | None = None) -> None:
+        if keep < 2:
+            raise ValueError(f"keep = {keep}: expected 2 or more")
+        self.root = Path(root)
+        self.keep = keep
+        self.scratch = Path(scratch) if scratch is not None else None
+        self.rank = 0
+        self._barrier: Callable[[], None] = lambda: None
+        self._agree_all: Callable[[bool], bool] = lambda ok: ok
+
+    def bind(self, rank: int, barrier: Callable[[], None], agree_all: Callable[[bool], bool]) -> None:
+        """Make saves and resumes collective (the guard does this under torch.distributed)."""
+        self.rank, self._barrier, self._agree_all = rank, barrier, agree_all
+
+    @property
+    def save_root(self) -> Path:
+        return self.scratch if self.scratch is not None else self.root
+
+    # ---- listing -------------------------------------------------------------------------
+    def complete(self, base: Path | None = None) -> list[Checkpoint]:
+        """Complete checkpoints under `base` (default: root and scratch), newest first."""
+        bases = [base] if base is not None else [b for b in (self.scratch, self.root) if b]
+        found: dict[int, Checkpoint] = {}
+        for b in bases:
+            for path in b.glob("step-*") if b.is_dir() else ():
+                m = _NAME.fullmatch(path.name)
+                if m and int(m.group(1)) not in found and is_complete(path):
+                    found[int(m.group(1))] = Checkpoint(path, int(m.group(1)))
+        return sorted(found.values(), key=lambda c: c.step, reverse=True)
+
+    def latest(self) -> Checkpoint | None:
+        newest = self.complete()
+        return newest[0] if newest else None
+
+    # ---- saving --------------------------------------------------------------------------
+    def save(self, step: int, writer: Writer, all_ranks: bool = False, collective: bool = True) -> Checkpoint:
+        """Write and commit checkpoint `step`. With `all_ranks`, every rank's writer runs
+        (sharded formats); otherwise rank 0's only. `collective=False` skips the barriers
+        (a save after an exception on one rank, whose peers are not at this point)."""
+        base = self.save_root
+        tmp = base / f".tmp-{step_name(step)}"
+        barrier = self._barrier if collective else (lambda: None)
+        if self.rank == 0:
+            base.mkdir(parents=True, exist_ok=True)
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir()
+        barrier()
+        if all_ranks or self.rank == 0:
+            writer(tmp)
+        barrier()
+        final = base / step_name(step)
+        if self.rank == 0:
+            self._commit(tmp, final, step)
+        barrier()
+        return Checkpoint(final, step)
+
+    def _commit(self, tmp: Path, final: Path, step: int) -> None:
+        marker = {"step": step, "time": time.time(), "files": _files(tmp)}
+        _write_atomically(tmp / MARKER, json.dumps(marker))
+        _fsync_tree(tmp)
+        old = final.with_name(f".old-{final.name}")
+        if final.exists():
+            shutil.rmtree(old, ignore_errors=True)
+            os.rename(final, old)
+        os.rename(tmp, final)
+        _fsync_path(final.parent)
+        _write_atomically(final.parent / LATEST, final.name + "\n")
+        _fsync_path(final.parent)
+        shutil.rmtree(old, ignore_errors=True)
+        self.prune(final.parent)
+
+    def prune(self, base: Path) -> None:
+        """Keep the newest `keep` complete checkpoints; remove older ones and leftovers of
+        interrupted saves (temporary directories are re-created by the next save anyway)."""
+        for ckpt in self.complete(base)[self.keep:]:
+            shutil.rmtree(ckpt.path, ignore_errors=True)
+        for leftover in list(base.glob(".tmp-step-*")) + list(base.glob(".old-step-*")):
+            shutil.rmtree(leftover, ignore_errors=True)
+
+    def sync_to_shared(self) -> Checkpoint | None:
+        """Copy the newest scratch checkpoint to shared storage (rank 0; at exit)."""
+        if self.scratch is None or self.rank != 0:
+            return None
+        newest = self.complete(self.scratch)
+        if not newest or any(c.step == newest[0].step for c in self.complete(self.root)):
+            return None
+        src = newest[0]
+        tmp = self.root / f".tmp-{step_name(src.step)}"
+        self.root.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(src.path, tmp, ignore=shutil.ignore_patterns(MARKER))
+        self._commit(tmp, self.root / step_name(src.step), src.step)
+        return Checkpoint(self.root / step_name(src.step), src.step)
+
+    # ---- resuming ------------------------------------------------------------------------
+    def resume(self, loader: Loader) -> Checkpoint | None:
+        """Load the newest loadable checkpoint (every rank agrees on which); None when there
+        is none. Raises CheckpointError when checkpoints exist but none loads."""
+        candidates = self.complete()
+        for i, ckpt in enumerate(candidates):
+            ok = self._try_load(loader, ckpt)
+            if self._agree_all(ok):
+                if i:
+                    log.warning("trainguard: resumed from %s instead of the newest checkpoint", ckpt.path)
+                return ckpt
+            nxt = candidates[i + 1].path if i + 1 < len(candidates) else "nothing"
+            log.warning("trainguard: checkpoint %s could not be loaded on every rank; falling back "
+                        "to %s", ckpt.path, nxt)
+        if candidates:
+            raise CheckpointError(f"none of the {len(candidates)} checkpoints in {self.root} could be "
+                                  "loaded; refusing to start over silently")
+        return None
+
+    @staticmethod
+    def _try_load(loader: Loader, ckpt: Checkpoint) -> bool:
+        try:
+            loader(ckpt.path)
+            return True
+        except Exception as exc:  # noqa: BLE001 - any failure of the user's loader means "try the previous one"
+            log.warning("trainguard: loading %s failed: %s: %s", ckpt.path, type(exc).__name__, exc)
+            return False

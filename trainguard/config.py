@@ -1,0 +1,151 @@
+"""The guard's settings: one frozen dataclass, from keyword arguments and/or the
+environment (`TRAINGUARD_*`, which the batch script templates set).
+
+Durations accept seconds or strings such as "90s", "5m", "1h30m"; sizes accept bytes or
+strings such as "12GiB"; bad values raise ValueError naming the setting, the value and
+what was expected.
+"""
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from trainguard.causes import Action, Cause, Policy
+from trainguard.signals import DEFAULT_SIGNALS, parse_signal
+from watchdogs import units
+
+ENV_PREFIX = "TRAINGUARD_"
+
+
+@dataclass(frozen=True)
+class GuardConfig:
+    # --- checkpoints ---
+    checkpoint_dir: Path | None = None       # shared storage; None: the guard saves nothing
+    keep: int = 2                            # complete checkpoints kept (never fewer than 2)
+    scratch_dir: Path | None = None          # e.g. $SLURM_TMPDIR: save here, copy to shared at exit
+    # --- signals ---
+    signals: tuple[signal.Signals, ...] = DEFAULT_SIGNALS
+    forced_exit: float | None = None         # s after a stop cause; None: from the time left; 0: off
+    # --- deadline ---
+    exit_after: float | None = None          # s from start(); the job's EndTime is used as well
+    use_slurm_endtime: bool = True
+    endtime_every: float = 30.0              # s between EndTime re-reads (keep < GraceTime)
+    warning_lead: float = 120.0              # a USR1 this close to EndTime is the time-limit warning
+    save_estimate: float = 30.0              # s, until the first save has been timed
+    safety_margin: float = 10.0              # s, on top of the longest recent step + save time
+    step_window: float = 300.0               # s over which "the longest recent step" is kept
+    # --- files ---
+    kill_switch: Path | None = None
+    save_switch: Path | None = None
+    stop_file: Path | None = None            # written by the batch script's trap
+    pid_file: Path | None = None             # each process appends its PID (for the trap)
+    file_every: float = 2.0                  # s between polls of the files above
+    # --- memory ---
+    max_rss: int | None = None               # bytes of this process's RSS
+    min_available: int | None = None         # bytes of system available memory
+    min_gpu_free: int | None = None          # bytes free on the current CUDA device
+    memory_every: float = 5.0
+    # --- heartbeat ---
+    heartbeat_dir: Path | None = None
+    heartbeat_every: float = 30.0
+    # --- agreement and requeue ---
+    sync_every: int = 10                     # steps between all_reduce agreements (same on all ranks)
+    max_restarts_without_progress: int = 3
+    self_requeue: bool = False               # call `scontrol requeue` itself (no batch script template)
+    policy: Policy = field(default_factory=Policy)
+
+    def __post_init__(self) -> None:
+        if self.keep < 2:
+            raise ValueError(f"keep = {self.keep}: expected 2 or more (the newest checkpoint may be "
+                             "the one that was cut off)")
+        if self.sync_every < 1:
+            raise ValueError(f"sync_every = {self.sync_every}: expected a whole number >= 1")
+        for name in ("endtime_every", "file_every", "memory_every", "heartbeat_every", "step_window"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} = {getattr(self, name)}: expected a duration > 0")
+
+    def with_policy(self, overrides: Mapping[Cause | str, Action]) -> GuardConfig:
+        return replace(self, policy=self.policy.with_overrides(overrides))
+
+
+_PATHS = ("checkpoint_dir", "scratch_dir", "kill_switch", "save_switch", "stop_file", "pid_file",
+          "heartbeat_dir")
+_DURATIONS = ("forced_exit", "exit_after", "endtime_every", "warning_lead", "save_estimate",
+              "safety_margin", "step_window", "file_every", "memory_every", "heartbeat_every")
+_SIZES = ("max_rss", "min_available", "min_gpu_free")
+_INTS = ("keep", "sync_every", "max_restarts_without_progress")
+_BOOLS = ("use_slurm_endtime", "self_requeue")
+
+
+def _duration(name: str, value: Any) -> float | None:
+    if value is None or isinstance(value, (int, float)) and not isinstance(value, bool):
+        return None if value is None else float(value)
+    try:
+        return float(value) if str(value).replace(".", "", 1).isdigit() else units.parse_duration(value)
+    except ValueError as exc:
+        raise ValueError(f"{name} = {value!r}: expected {exc}") from None
+
+
+def _size(name: str, value: Any) -> int | None:
+    if value is None:
+        return None
+    try:
+        return units.parse_size(int(value) if str(value).isdigit() else value)
+    except ValueError as exc:
+        raise ValueError(f"{name} = {value!r}: expected {exc}") from None
+
+
+def _bool(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(f"{name} = {value!r}: expected true or false")
+
+
+def _int(name: str, value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} = {value!r}: expected a whole number") from None
+
+
+def coerce(name: str, value: Any) -> Any:
+    """One setting from a string (environment) or Python value to its typed value."""
+    if name in _PATHS:
+        return None if value in (None, "") else Path(value)
+    if name in _DURATIONS:
+        return _duration(name, value)
+    if name in _SIZES:
+        return _size(name, value)
+    if name in _INTS:
+        return _int(name, value)
+    if name in _BOOLS:
+        return _bool(name, value)
+    if name == "signals":
+        items = value.replace(",", " ").split() if isinstance(value, str) else value
+        return tuple(parse_signal(s) for s in items)
+    return value
+
+
+def config_from(env: Mapping[str, str] | None = None, **overrides: Any) -> GuardConfig:
+    """Settings from `TRAINGUARD_<NAME>` environment variables, then keyword overrides."""
+    environ = os.environ if env is None else env
+    known = {f.name for f in fields(GuardConfig)}
+    values: dict[str, Any] = {}
+    for name in known - {"policy"}:
+        raw = environ.get(ENV_PREFIX + name.upper())
+        if raw is not None:
+            values[name] = coerce(name, raw)
+    for name, value in overrides.items():
+        if name not in known:
+            raise ValueError(f"unknown trainguard setting {name!r}; known: {', '.join(sorted(known))}")
+        values[name] = value if name == "policy" else coerce(name, value)
+    return GuardConfig(**values)

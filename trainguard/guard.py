@@ -1,0 +1,312 @@
+"""The Guard: a few lines in the training loop.
+
+    guard = Guard(config_from(checkpoint_dir="ckpt"), save=save_to, load=load_from)
+    guard.start()                        # handlers, kill switch; as early as possible
+    with guard:                          # an exception -> save, exit 1, no requeue
+        first = guard.resume()           # after init_process_group; loads the newest checkpoint
+        for step in range(first, steps):
+            train_step(step)
+            guard.step(step)             # the poll point: usually ~0.2 us, returns
+        guard.finish(step)
+
+`guard.check(step)` is the detection alone (returns a Decision or None); `guard.act()`
+carries a decision out (save, then continue or exit). The hot path of `check` is a clock
+read, two comparisons and a few attribute stores; everything else (signal classification,
+file polls, memory, EndTime re-reads, heartbeats) runs on the slow path, rate-limited.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import TracebackType
+
+from trainguard import lifecycle
+from trainguard.agreement import Agreement, initialized_dist
+from trainguard.causes import EXIT_NO_PROGRESS, Cause, Decision, decide
+from trainguard.checkpoint import Checkpoint, Checkpoints
+from trainguard.config import GuardConfig
+from trainguard.deadline import Deadline, Margin, StepTimes, slurm_query
+from trainguard.files import FileWatch
+from trainguard.forced_exit import ForcedExit
+from trainguard.heartbeat import HeartbeatWriter
+from trainguard.memory import MemoryLimits, MemoryWatch
+from trainguard.sensors import Sensors
+from trainguard.signals import SignalFlag
+from trainguard.slurm import JobEnv, query_kill_wait, request_requeue
+
+log = logging.getLogger("trainguard")
+Clock = Callable[[], float]
+
+
+class Guard:
+    def __init__(self, config: GuardConfig | None = None, save: Callable[[Path], None] | None = None,
+                 load: Callable[[Path], None] | None = None, save_all_ranks: bool = False,
+                 clock: Clock = time.monotonic, wall: Clock = time.time,
+                 job: JobEnv | None = None) -> None:
+        self.config = cfg = config or GuardConfig()
+        self.job = job or JobEnv.from_env()
+        self._save_fn, self._load_fn, self._save_all_ranks = save, load, save_all_ranks
+        self._clock, self._wall = clock, wall
+        self.rank = self.job.procid or 0
+        self.checkpoints = (Checkpoints(cfg.checkpoint_dir, cfg.keep, cfg.scratch_dir)
+                            if cfg.checkpoint_dir is not None else None)
+        self.signals = SignalFlag(cfg.signals, clock)
+        files = FileWatch(cfg.kill_switch, cfg.save_switch, cfg.stop_file, self.job.job_id,
+                          self.job.restart_count)
+        limits = MemoryLimits(cfg.max_rss, cfg.min_available, cfg.min_gpu_free)
+        self.deadline = Deadline(None, cfg.endtime_every, cfg.warning_lead)
+        self.sensors = Sensors(self.signals, files if files.any else None, cfg.file_every,
+                               MemoryWatch(limits) if limits.enabled else None, cfg.memory_every,
+                               self.deadline, None)
+        self.agreement: Agreement | None = None
+        self.heartbeat = (HeartbeatWriter(cfg.heartbeat_dir, self.rank, cfg.heartbeat_every,
+                                          self.job.job_id) if cfg.heartbeat_dir is not None else None)
+        self.forced = (ForcedExit(self.signals, self._forced_timeout, clock)
+                       if cfg.forced_exit != 0 else None)
+        self.resumed: Checkpoint | None = None
+        self.last_step = -1
+        self.save_time = cfg.save_estimate
+        self._saved_step: int | None = None
+        self._started = self._resumed_done = self._finished = False
+        self._decision: Decision | None = None
+        now = clock()
+        self.steps = StepTimes(cfg.step_window, now)
+        self._margin = Margin(cfg.save_estimate, cfg.safety_margin)
+        self._last_tick = now
+        self._longest_since_roll = 0.0
+        self._next_poll = math.inf
+        self.check = self._check_before_resume
+
+    # ---- lifecycle -----------------------------------------------------------------------
+    def start(self) -> Guard:
+        """Install the signal handlers and check the kill switch. Call it as early as
+        possible (before importing torch): a signal before this point kills the process."""
+        if self._started:
+            return self
+        self._started = True
+        self.signals.install()
+        if self.forced is not None:
+            self.forced.start()
+        lifecycle.write_pid(self.config.pid_file)
+        if self.sensors.files is not None and self.sensors.files.kill_switch_present():
+            self._stop_at_start(Cause.KILL_SWITCH, f"kill switch {self.config.kill_switch} is present")
+        return self
+
+    def resume(self) -> int:
+        """Detect torch.distributed, load the newest loadable checkpoint, apply the requeue-loop
+        protection and log the job-info line. Returns the first step to run."""
+        self.start()
+        if self._resumed_done:
+            return self.last_step + 1
+        self._resumed_done = True
+        self._bind_agreement()
+        files = self.sensors.files
+        present = files is not None and files.kill_switch_present()
+        if self.agreement.any(present) if self.agreement else present:
+            self._stop_at_start(Cause.KILL_SWITCH, f"kill switch {self.config.kill_switch} is present")
+        if self.checkpoints is not None and self._load_fn is not None:
+            self.resumed = self.checkpoints.resume(self._load_fn)
+        self.last_step = self.resumed.step if self.resumed else -1
+        self._protect_against_requeue_loop()
+        self._start_deadline()
+        lifecycle.log_job_line(self)
+        self._beat(self.last_step, "train")
+        self._last_tick = self._clock()
+        self.check = self._check_distributed if self.agreement else self._check_local
+        return self.last_step + 1
+
+    def _bind_agreement(self) -> None:
+        dist = initialized_dist()
+        if dist is None:
+            return
+        self.agreement = Agreement(dist, self.config.sync_every)
+        self.rank = self.agreement.rank
+        if self.heartbeat is not None:
+            self.heartbeat.rank = self.rank
+        if self.checkpoints is not None:
+            self.checkpoints.bind(self.rank, self.agreement.barrier, self.agreement.all)
+        self._margin = Margin(self.save_time, self.config.safety_margin, self.config.sync_every)
+
+    def _start_deadline(self) -> None:
+        cfg, job = self.config, self.job
+        asks = cfg.use_slurm_endtime and bool(job.job_id) and self.rank == 0 if self.agreement \
+            else cfg.use_slurm_endtime and bool(job.job_id)
+        if asks:
+            self.deadline._query = slurm_query(job.job_id)
+            self.sensors._kill_wait = query_kill_wait
+        self.deadline.start(self._clock(), self._wall(), cfg.exit_after)
+
+    def _protect_against_requeue_loop(self) -> None:
+        stuck = lifecycle.record_progress(self)
+        if self.agreement.any(stuck is not None) if self.agreement else stuck is not None:
+            log.error(stuck or "trainguard: another rank found this job chain stuck; not requeuing")
+            self.finish(phase="done")
+            self._exit_process(EXIT_NO_PROGRESS)
+
+    def _stop_at_start(self, cause: Cause, why: str) -> None:
+        code = self.config.policy.action(cause).exit_code
+        log.warning("trainguard: %s at start-up: not training (exit %d, no requeue)", why, code)
+        self.finish(phase="done")
+        self._exit_process(code)
+
+    def finish(self, step: int | None = None, phase: str = "done") -> None:
+        """Cancel the forced-exit timer, restore the previous signal handlers, write the last
+        heartbeat and copy a scratch checkpoint to shared storage. Idempotent."""
+        if self._finished:
+            return
+        self._finished = True
+        if self.forced is not None:
+            self.forced.cancel()
+        self.signals.restore()
+        self._beat(self.last_step if step is None else step, phase)
+        if self.checkpoints is not None:
+            self.checkpoints.sync_to_shared()
+
+    def __enter__(self) -> Guard:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if exc_type is None or not issubclass(exc_type, Exception):
+            self.finish()   # normal end, SystemExit (ours included), KeyboardInterrupt
+            return
+        lifecycle.on_exception(self, exc)
+
+    # ---- the poll point ------------------------------------------------------------------
+    def _check_before_resume(self, step: int) -> Decision | None:
+        self.resume()
+        return self.check(step)
+
+    def _check_local(self, step: int) -> Decision | None:
+        now = self._clock()
+        elapsed = now - self._last_tick
+        self._last_tick = now
+        if elapsed > self.steps.current:
+            self.steps.current = elapsed
+        self.last_step = step
+        if now < self._next_poll and self.signals.pending == self.sensors.seen_signals:
+            return None
+        return self._decide(self._gather(now))
+
+    def _check_distributed(self, step: int) -> Decision | None:
+        now = self._clock()
+        elapsed = now - self._last_tick
+        self._last_tick = now
+        if elapsed > self.steps.current:
+            self.steps.current = elapsed
+        self.last_step = step
+        if step % self.config.sync_every:
+            if now >= self._next_poll:
+                self._gather(now)
+            return None
+        local = self._gather(now)
+        assert self.agreement is not None
+        return self._decide(self.agreement.reduce_mask(local))
+
+    def _gather(self, now: float) -> int:
+        mask = self.sensors.gather(now, self._wall(), self.steps, self._margin)
+        heartbeat_at = math.inf
+        if self.heartbeat is not None:
+            self.heartbeat.beat(self.last_step, now)
+            heartbeat_at = self.heartbeat.next_at
+        self._next_poll = self.sensors.next_poll(now, heartbeat_at, self.steps)
+        return mask
+
+    def _decide(self, mask: int) -> Decision | None:
+        if not mask:
+            return None
+        self._decision = decide(mask, self.config.policy)
+        return self._decision
+
+    def step(self, step: int) -> Decision | None:
+        """check() and, when it returns a decision, act() on it."""
+        decision = self.check(step)
+        if decision is not None:
+            self.act(decision, step)
+        return decision
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Mark a phase in the heartbeat (e.g. "eval"), so a long evaluation is not a hang."""
+        self._beat(self.last_step, name)
+        try:
+            yield
+        finally:
+            self._beat(self.last_step, "train")
+            self._last_tick = self._clock()   # the phase is not a training step
+
+    # ---- acting --------------------------------------------------------------------------
+    def act(self, decision: Decision, step: int) -> None:
+        """Save if the policy says so; then continue (return) or stop (exit the process)."""
+        action = decision.action
+        if action.stop and self.forced is not None:
+            # Covers a save or a teardown that hangs (a peer died mid-collective).
+            term = 1 << signal.SIGTERM if decision.cause is Cause.TERMINATE else 0
+            self.forced.arm(self._forced_timeout(term)[0], action.exit_code,
+                            f"stopping ({decision.cause.label})")
+        if decision.save:
+            self.save(step)
+        elif action.stop:
+            log.warning("trainguard: not saving (%s)", "policy" if action.save.value == "never"
+                        else "a save would not finish before SIGKILL")
+        if Cause.SAVE_SWITCH in decision.causes and self.sensors.files is not None:
+            self.sensors.files.consume_save_switch(remove=self.rank == 0)
+        if not action.stop:
+            self.sensors.clear(Cause.SAVE_SWITCH.bit | decision.cause.bit)
+            if self.forced is not None:
+                self.forced.disarm()
+            self._decision = None
+            return
+        lifecycle.log_stop_line(self, decision, step)
+        self.finish(step, phase="stopping")
+        if action.requeue and self.config.self_requeue and self.rank == 0:
+            self._request_requeue()
+        self._exit_process(action.exit_code)
+
+    def save(self, step: int) -> Checkpoint | None:
+        """Save and commit checkpoint `step` now (also for the training's periodic saves, so
+        the guard knows how long a save takes). Saves each step at most once."""
+        if self.checkpoints is None or self._save_fn is None or self._saved_step == step:
+            return None
+        start = self._clock()
+        self._beat(step, "saving")
+        ckpt = self.checkpoints.save(step, self._save_fn, self._save_all_ranks)
+        self._saved_step = step
+        elapsed = self._clock() - start
+        self.save_time = elapsed if self.save_time == self.config.save_estimate \
+            else max(elapsed, 0.8 * self.save_time)
+        self._margin = Margin(self.save_time, self._margin.safety, self._margin.steps_before_decision)
+        self._beat(step, "train")
+        log.info("trainguard: saved step %d in %.3f s to %s", step, elapsed, ckpt.path)
+        self._last_tick = self._clock()   # the save is not a training step
+        return ckpt
+
+    def _forced_timeout(self, pending_signals: int) -> tuple[float, int]:
+        return lifecycle.forced_timeout(self, pending_signals)
+
+    def _beat(self, step: int, phase: str) -> None:
+        if self.heartbeat is not None:
+            self.heartbeat.beat(step, self._clock(), phase)
+
+    # ---- side effects, each in one place -------------------------------------------------
+    def _request_requeue(self) -> None:
+        # Only without the batch script template (which requeues on exit 140 itself), and
+        # from one rank only: one requeue per job.
+        try:
+            request_requeue(self.job.job_id)
+        except Exception as exc:  # noqa: BLE001 - a failed requeue must not hide the exit code
+            log.error("trainguard: scontrol requeue %s failed: %s", self.job.job_id, exc)
+
+    def _exit_process(self, code: int) -> None:
+        # sys.exit, not os._exit: the training's finally blocks and atexit handlers (log
+        # flushing, experiment trackers) still run; the exit code tells the batch script
+        # whether to requeue (140) or not (anything else).
+        lifecycle.destroy_process_group(self.agreement)
+        sys.stdout.flush()
+        sys.exit(code)
