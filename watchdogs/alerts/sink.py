@@ -85,18 +85,19 @@ class AlertSink:
 
     def flush(self, now: datetime, force: bool = False) -> None:
         try:
-            failed = self._deliver(now, force, set())
-            if self._announce_channel_health(now):
-                self._deliver(now, False, failed)
+            failed, more = self._deliver(now, force, set())
+            if self._announce_channel_health(now) or more:
+                self._deliver(now, False, failed)  # the news about channels, at once
             self._prune(now.timestamp())
         except sqlite3.Error as exc:
             LOG.error("outbox not flushed this tick (state database: %s)", exc)
 
-    def _deliver(self, now: datetime, force: bool, failed: set[str]) -> set[str]:
+    def _deliver(self, now: datetime, force: bool, failed: set[str]) -> tuple[set[str], bool]:
         """Try due items, oldest first. A channel that fails transiently is not tried again
-        in this flush: 50 queued messages to a dead SMTP server must not cost 50 timeouts."""
+        in this flush: 50 queued messages to a dead SMTP server must not cost 50 timeouts.
+        Returns the failed channels, and whether a recovery notice was queued meanwhile."""
         ts = now.timestamp()
-        failed = set(failed)
+        failed, more = set(failed), False
         for item in outbox.due(self.store.connection(), ts, force):
             notifier = self.channels.get(item.channel)
             if item.channel in failed or notifier is None:
@@ -104,10 +105,10 @@ class AlertSink:
             if not self._claim(item, notifier, ts):
                 continue
             error = self._send(notifier, item)
-            self._settle(item, error, now)
+            more = self._settle(item, error, now) or more
             if error is not None and not error.permanent:
                 failed.add(item.channel)
-        return failed
+        return failed, more
 
     def _claim(self, item: outbox.OutboxItem, notifier: Notifier, ts: float) -> bool:
         with self.store.transaction() as db:
@@ -125,9 +126,10 @@ class AlertSink:
             return TransportError(notifier.scrub(f"{type(exc).__name__}: {exc}"))
         return None
 
-    def _settle(self, item: outbox.OutboxItem, error: TransportError | None, now: datetime) -> None:
+    def _settle(self, item: outbox.OutboxItem, error: TransportError | None, now: datetime) -> bool:
         """Record the attempt right away: after success, this commit is all that stands
-        between us and a duplicate on a crash."""
+        between us and a duplicate on a crash. True if a "channel delivers again" notice
+        was queued."""
         ts = now.timestamp()
         with self.store.transaction() as db:
             if error is None:
@@ -146,6 +148,7 @@ class AlertSink:
             kind = "permanent" if error.permanent else "will retry"
             LOG.warning("channel %s: %s (%s; next try in %s s)", item.channel, error.message, kind,
                         int(outbox.backoff(item.attempts + 1, error.permanent, error.retry_after)))
+        return recovered is not None
 
     # -- channel health ----------------------------------------------------------------------
 
