@@ -2,6 +2,8 @@
 entry points, a real state database, and one tick that runs the checks together."""
 from __future__ import annotations
 
+import re
+import socket
 import textwrap
 from collections.abc import Iterator
 from datetime import datetime
@@ -9,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import job_state, sh, wait_for
 from watchdogs.checks.base import Check, run_check
 from watchdogs.checks.context import TickContext
 from watchdogs.config import Config, load_config
@@ -42,3 +45,46 @@ def store(tmp_path: Path) -> Iterator[StateStore]:
     db = StateStore(tmp_path / "state")
     yield db
     db.close()
+
+
+class Jobs:
+    """Submits real jobs and cancels every one of them at teardown, even on failure."""
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+
+    def submit(self, *args: str, name: str = "wdtest", wrap: str = "sleep 300") -> str:
+        argv = ["sbatch", "--parsable", f"--job-name={name}", "--output=/dev/null", *args]
+        if wrap:
+            argv += ["--wrap", wrap]
+        job_id = sh(*argv).strip().split(";")[0]
+        self.ids.append(job_id)
+        return job_id
+
+    def cancel_all(self) -> None:
+        if self.ids:
+            sh("scancel", *self.ids, check=False)
+            wait_for(lambda: all(job_state(i) not in ("RUNNING", "PENDING", "COMPLETING")
+                                 for i in self.ids), timeout=30, what="jobs cancelled")
+
+
+@pytest.fixture
+def jobs(slurm_cluster: Path) -> Iterator[Jobs]:
+    tracker = Jobs()
+    try:
+        yield tracker
+    finally:
+        tracker.cancel_all()
+
+
+def unreachable_conf(slurm_conf: Path, folder: Path) -> Path:
+    """A copy of the cluster's slurm.conf whose controller port nobody listens on: the
+    clients fail exactly as with a stopped slurmctld (MessageTimeout=1 keeps it quick)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    text = re.sub(r"(?m)^SlurmctldPort=.*$", f"SlurmctldPort={port}", slurm_conf.read_text())
+    text = re.sub(r"(?m)^MessageTimeout=.*$", "MessageTimeout=1", text)
+    copy = folder / "unreachable-slurm.conf"
+    copy.write_text(text)
+    return copy

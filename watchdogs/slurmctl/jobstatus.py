@@ -55,6 +55,7 @@ def _running(running: tuple[JobRow, ...], queued: tuple[JobRow, ...], now: datet
             "..." if len(queued) > 3 else "")
     details = tuple(f"job {r.job_id} ({r.name}) running on {r.nodelist} for "
                     f"{format_duration(r.elapsed)}" for r in running[1:])
+    details += tuple(describe_pending(r, now)[1] for r in queued)
     metrics = (Metric("running", len(running)), Metric("queued", len(queued)),
                Metric("elapsed", row.elapsed, "s"))
     return Assessment(RUNNING, Status.OK, summary, details, metrics, _context(row, "running"),
