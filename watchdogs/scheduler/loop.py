@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from watchdogs.config.model import Config
     from watchdogs.dropins.safety import Refusal
     from watchdogs.plugins import Registry
-    from watchdogs.sink import ResultSink
+    from watchdogs.sink import ItemOutcome, ResultSink
     from watchdogs.state.store import StateStore
 
 LOG = logging.getLogger("watchdogs.scheduler")
@@ -87,6 +87,7 @@ class Scheduler:
         self.events: queue.Queue[object] = queue.Queue()
         self.runner = Runner(config, store, self.records, self.events, instance, env, clock)
         self.items: dict[str, Item] = {}
+        self._outcomes: list[ItemOutcome] = []
         self.refused: list[Refusal] = []
         self._warned: set[str] = set()
         self._checks, self._check_refusals = check_items(config, registry)
@@ -114,7 +115,9 @@ class Scheduler:
             now = self.clock()
             self._dispatch(dues, now)
             self._settle(finished, now)
-            if time.monotonic() >= next_tick:
+            tick = time.monotonic() >= next_tick
+            self._deliver(now, tick)
+            if tick:
                 next_tick = time.monotonic() + self.config.scheduler.tick
                 self._tick(now)
                 if now - last_prune >= PRUNE_EVERY_S:
@@ -147,24 +150,31 @@ class Scheduler:
             LOG.info("%s: still running from its last due time; this run is skipped", item_id)
 
     def _settle(self, finished: list[tuple[FinishedRun, Item]], now: float) -> None:
+        """Record finished runs at once; their outcomes go to the sink together (`_deliver`)."""
         if not finished:
             return
         finished = self._cut_off_by_job_end(finished)
         for run, _item in finished:
             self.runner.settle(run)
         self.records.finished([run for run, _ in finished])
-        outcomes = []
         for run, item in finished:
             if run.result is None:
                 LOG.warning("%s: interrupted (the scheduler is stopping); counts as not run", run.item)
                 continue
             LOG.info("%s: %s: %s", run.item, run.result.status.name, run.result.summary)
-            outcomes.append(item.outcome(run.result, _dt(run.started), _dt(run.finished)))
-        if outcomes:
-            try:
-                self.sink.handle(outcomes, _dt(now))
-            except Exception:  # noqa: BLE001 - alert trouble must never stop the scheduler
-                LOG.exception("the result sink failed to take %d outcomes", len(outcomes))
+            self._outcomes.append(item.outcome(run.result, _dt(run.started), _dt(run.finished)))
+
+    def _deliver(self, now: float, tick: bool) -> None:
+        """One sink call per tick with every outcome since the last: as soon as nothing runs
+        any more (a batch is complete), else at the tick, so a slow drop-in does not hold
+        back the others' alerts for longer than a tick."""
+        if not self._outcomes or (self.runner.busy() and not tick):
+            return
+        outcomes, self._outcomes = self._outcomes, []
+        try:
+            self.sink.handle(outcomes, _dt(now))
+        except Exception:  # noqa: BLE001 - alert trouble must never stop the scheduler
+            LOG.exception("the result sink failed to take %d outcomes", len(outcomes))
 
     def _cut_off_by_job_end(self, finished: list[tuple[FinishedRun, Item]]
                             ) -> list[tuple[FinishedRun, Item]]:
@@ -258,6 +268,7 @@ class Scheduler:
                 finished.append(event)
         now = self.clock()
         self._settle(finished, now)  # type: ignore[arg-type]
+        self._deliver(now, tick=True)
         self.records.beat(self.instance, now, {})
         try:
             self.sink.flush(_dt(now))
