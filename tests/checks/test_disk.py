@@ -187,3 +187,13 @@ def test_lfs_source_reads_the_quota_tool(tmp_path: Path, store: StateStore,
     assert result.status is Status.CRITICAL  # 4.5 GiB of a 5 GiB soft limit
     assert "bytes 4.5GiB of 5.0GiB used (90%) CRITICAL" in result.summary
     assert "[lfs]" in result.summary
+
+
+def test_missing_quota_tool_is_unknown_with_the_reason(tmp_path: Path, store: StateStore,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    result = run_disk(tmp_path, store, path=str(tmp_path), source="mmlsquota", user="alice")
+    assert result.status is Status.UNKNOWN
+    assert "mmlsquota: command not found" in result.summary

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from watchdogs.checks.disk import _auto_source
 from watchdogs.fsprobe.forecast import DAY, fit_rate, forecast
 from watchdogs.fsprobe.mounts import mount_of, parse_mountinfo
 from watchdogs.fsprobe.quota import QuotaReport, parse_lfs_quota, parse_mmlsquota_y, parse_quota_w
+from watchdogs.fsprobe.usage import auto_source
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "quota"
 KiB, GiB = 1024, 1024**3
@@ -131,7 +131,7 @@ def test_mountinfo_finds_the_filesystem_holding_a_path() -> None:
 
 
 def test_automatic_source_prefers_the_site_quota_tool() -> None:
-    assert _auto_source("lustre", {}) == "lfs"
-    assert _auto_source("gpfs", {}) == "mmlsquota"
-    assert _auto_source("ext4", {"bytes_limit": 10}) == "scan"
-    assert _auto_source("nfs", {}) == "statvfs"
+    assert auto_source("lustre", False) == "lfs"
+    assert auto_source("gpfs", False) == "mmlsquota"
+    assert auto_source("ext4", True) == "scan"
+    assert auto_source("nfs", False) == "statvfs"

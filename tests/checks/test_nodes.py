@@ -125,3 +125,20 @@ def test_many_nodes_checks_share_one_sinfo_call(tmp_path: Path, store: StateStor
     results = tick(write_config(tmp_path, body), store, env={"PATH": f"{shim}:{os.environ['PATH']}"})[0]
     assert len(log.read_text().splitlines()) == 1
     assert all(r.status is Status.OK for r in results.values())
+
+
+def test_only_the_nodes_of_a_reservation_count(tmp_path: Path, store: StateStore, nodes: Nodes) -> None:
+    name = f"wdtest-{tmp_path.name[-8:]}"
+    sh("scontrol", "create", "reservation", f"ReservationName={name}", "StartTime=now", "Duration=10",
+       "Nodes=node3", "Users=root")
+    try:
+        config = write_config(tmp_path, config_for(tmp_path, reservation=name))
+        nodes.drain("node1", "outside the reservation")
+        assert tick(config, store)[0]["nodes"].status is Status.OK
+        nodes.drain("node3", "inside")
+        result = tick(config, store)[0]["nodes"]
+        assert result.status is Status.WARNING and "node3 drained: inside" in result.summary
+        missing = write_config(tmp_path, config_for(tmp_path, reservation="no-such-reservation"))
+        assert tick(missing, store)[0]["nodes"].status is Status.UNKNOWN
+    finally:
+        sh("scontrol", "delete", f"ReservationName={name}", check=False)

@@ -17,7 +17,6 @@ from watchdogs.config.options import Limit, Option
 from watchdogs.fsprobe import usage as fs
 from watchdogs.fsprobe.bounded import probe
 from watchdogs.fsprobe.forecast import DAY, Forecast, forecast
-from watchdogs.fsprobe.mounts import MOUNTINFO
 from watchdogs.result import CheckResult, Metric, Status, worst
 from watchdogs.slurmctl.users import current_user
 from watchdogs.units import format_size
@@ -80,21 +79,13 @@ class DiskCheck(Check):
         return self._result(use, statuses, [p for p in parts if p], cap_b, cap_i)
 
     def _usage(self) -> fs.Usage:
-        target, source = str(self.opts["path"]), self.opts["source"]
-        timeout = self.opts["probe_timeout"]
-        mount = fs.mount_for(target, MOUNTINFO.read_text()) if MOUNTINFO.exists() else None
-        if source == "auto":
-            source = _auto_source(mount.fs_type if mount else None, self.opts)
-        if source == "scan":
-            return fs.scan_usage(target, self.opts["scan_timeout"] + timeout,
-                                 self.opts["scan_timeout"], self.opts["scan_workers"],
-                                 self.opts["count"] == "apparent")
-        if source in ("lfs", "mmlsquota", "quota"):
-            found = fs.quota_usage(source, target, self.opts.get("user") or current_user(), timeout,
-                                   mount, self.opts.get("device"), self.opts.get("fileset"))
-            if found.bytes_total is not None or self.opts.get("bytes_limit"):
-                return found  # no quota set: the whole filesystem is the limit (statvfs)
-        return fs.statvfs_usage(target, timeout)
+        settings = fs.Settings(
+            source=self.opts["source"], user=self.opts.get("user") or current_user(),
+            device=self.opts.get("device"), fileset=self.opts.get("fileset"),
+            directory_quota=bool(self.opts.get("bytes_limit") or self.opts.get("inodes_limit")),
+            timeout=self.opts["probe_timeout"], scan_timeout=self.opts["scan_timeout"],
+            scan_workers=self.opts["scan_workers"], apparent=self.opts["count"] == "apparent")
+        return fs.measure(str(self.opts["path"]), settings)
 
     def _record(self, ctx: TickContext, use: fs.Usage) -> list[tuple[float, float, float | None]]:
         """Store this reading and return the history within the forecast window."""
@@ -163,16 +154,6 @@ class DiskCheck(Check):
         context = {"path": where, "source": use.source,
                    "fingerprint": "/".join(s.name for s in statuses)}
         return CheckResult(status, summary, details, tuple(metrics), context)
-
-
-def _auto_source(fs_type: str | None, opts: Mapping[str, Any]) -> str:
-    if fs_type == "lustre":
-        return "lfs"
-    if fs_type == "gpfs":
-        return "mmlsquota"
-    if opts.get("bytes_limit") or opts.get("inodes_limit"):
-        return "scan"  # a directory quota: only counting the tree says how much it holds
-    return "statvfs"
 
 
 def _capacity(total: float | None, usable: float) -> float | None:

@@ -19,7 +19,7 @@ from watchdogs.slurmctl.backoff import guarded
 from watchdogs.slurmctl.hostlist import expand
 from watchdogs.slurmctl.jobspec import JobSpec
 from watchdogs.slurmctl.jobstatus import Assessment
-from watchdogs.slurmctl.sinfo import NodeRow, run_sinfo
+from watchdogs.slurmctl.sinfo import NodeRow, reservation_nodes, run_sinfo
 from watchdogs.slurmctl.slurmtime import format_clock
 from watchdogs.slurmctl.snapshot import SLURM_TIMEOUT_S, slurm_env
 
@@ -36,6 +36,7 @@ class NodesCheck(Check):
     options: ClassVar[Mapping[str, Option]] = {
         "partition": Option(string_list, help="only nodes of these partitions (default: all)"),
         "job": Option(string, help="or only the nodes of the running job of this `job` check"),
+        "reservation": Option(string, help="or only the nodes of this reservation"),
         "min_available": Option(limit(count), help='nodes (or "50%") that must stay usable'),
         "flapping": Option(integer(2), default=3, help="went bad this often within "
                                                        "flapping_window: called out"),
@@ -72,6 +73,21 @@ class NodesCheck(Check):
     def _scope(self, ctx: TickContext, rows: tuple[NodeRow, ...]) -> dict[str, NodeRow] | CheckResult:
         """Each node once (sinfo --Node repeats a node per partition)."""
         parts = self.opts.get("partition")
+        wanted = self._wanted(ctx)
+        if isinstance(wanted, CheckResult):
+            return wanted
+        nodes: dict[str, NodeRow] = {}
+        for row in rows:
+            if (parts and row.partition not in parts) or (wanted is not None and row.name not in wanted):
+                continue
+            nodes.setdefault(row.name, row)
+        if not nodes:
+            where = f"partition {', '.join(parts)}" if parts else "this cluster"
+            return CheckResult(Status.UNKNOWN, f"no nodes in {where}")
+        return nodes
+
+    def _wanted(self, ctx: TickContext) -> set[str] | None | CheckResult:
+        """The nodes of the linked job and/or reservation; None: no such restriction."""
         wanted: set[str] | None = None
         linked = self._job_check(ctx)
         if linked is not None:
@@ -82,15 +98,16 @@ class NodesCheck(Check):
                 return CheckResult(Status.OK, f"job check {linked.name!r} has no running job: "
                                               "no nodes to watch", context={"fingerprint": ""})
             wanted = {n for r in job.running for n in expand(r.nodelist)}
-        nodes: dict[str, NodeRow] = {}
-        for row in rows:
-            if (parts and row.partition not in parts) or (wanted is not None and row.name not in wanted):
-                continue
-            nodes.setdefault(row.name, row)
-        if not nodes:
-            where = f"partition {', '.join(parts)}" if parts else "this cluster"
-            return CheckResult(Status.UNKNOWN, f"no nodes in {where}")
-        return nodes
+        name = self.opts.get("reservation")
+        if name is not None:
+            try:
+                found = ctx.shared(f"reservation:{name}", lambda: guarded(
+                    ctx.store, "scontrol", ctx.now.timestamp(),
+                    lambda: reservation_nodes(name, SLURM_TIMEOUT_S, slurm_env(ctx))))
+            except SlurmError as exc:
+                return CheckResult(Status.UNKNOWN, f"cannot ask Slurm about reservation {name}: {exc}")
+            wanted = (wanted or set()) | set(found)
+        return wanted
 
     def _judge(self, ctx: TickContext, nodes: dict[str, NodeRow]) -> CheckResult:
         bad = sorted((r for r in nodes.values() if r.bad), key=lambda r: r.name)

@@ -41,29 +41,40 @@ class _DirPart:
 
 
 def _scan_dir(path: str, device: int) -> _DirPart:
+    """One directory's entries. The directory is opened once and its entries are stat'ed
+    relative to it (fstatat), not by full path: no path walk per file. Sums are kept in
+    locals: this loop runs once per file."""
     part = _DirPart()
     try:
-        entries = os.scandir(path)
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
         part.errors += 1
         return part
-    with entries:
-        for entry in entries:
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except OSError:
-                part.errors += 1
-                continue
-            if st.st_dev != device:
-                continue  # a mount point inside the tree: not ours to count (du -x)
-            if stat.S_ISDIR(st.st_mode):
-                part.subdirs.append(entry.path)
-            elif st.st_nlink > 1:
-                part.linked.append(((st.st_dev, st.st_ino), st.st_size, st.st_blocks))
-                continue
-            part.apparent += st.st_size
-            part.allocated += st.st_blocks * 512
-            part.inodes += 1
+    apparent = allocated = inodes = errors = 0
+    try:
+        with os.scandir(fd) as entries:
+            for entry in entries:
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except OSError:
+                    errors += 1
+                    continue
+                if st.st_dev != device:
+                    continue  # a mount point inside the tree: not ours to count (du -x)
+                if stat.S_ISDIR(st.st_mode):
+                    part.subdirs.append(f"{path}/{entry.name}")
+                elif st.st_nlink > 1:
+                    part.linked.append(((st.st_dev, st.st_ino), st.st_size, st.st_blocks))
+                    continue
+                apparent += st.st_size
+                allocated += st.st_blocks
+                inodes += 1
+    except OSError:
+        errors += 1  # the directory vanished or became unreadable while being listed
+    finally:
+        os.close(fd)
+    part.apparent, part.allocated, part.inodes = apparent, allocated * 512, inodes
+    part.errors += errors
     return part
 
 

@@ -5,12 +5,12 @@ when asked), statvfs, and the bounded parallel scan for directory quotas.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from watchdogs.config.options import Limit
 from watchdogs.fsprobe import quota
-from watchdogs.fsprobe.bounded import FsError, probe, run_bounded
-from watchdogs.fsprobe.mounts import Mount, mount_of, parse_mountinfo
+from watchdogs.fsprobe.bounded import FsError, FsNotResponding, probe, run_bounded
+from watchdogs.fsprobe.mounts import MOUNTINFO, Mount, mount_of, parse_mountinfo
 from watchdogs.result import Status
 
 
@@ -74,5 +74,60 @@ def quota_usage(tool: str, path: str, user: str, timeout: float, mount: Mount | 
                  note=note)
 
 
-def mount_for(path: str, mountinfo: str) -> Mount | None:
-    return mount_of(path, parse_mountinfo(mountinfo))
+@dataclass(frozen=True)
+class Settings:
+    source: str = "auto"
+    user: str = ""
+    device: str | None = None
+    fileset: str | None = None
+    directory_quota: bool = False
+    """A bytes/inodes limit of its own is configured: a directory to count, not a filesystem."""
+    timeout: float = 15.0
+    scan_timeout: float = 60.0
+    scan_workers: int = 8
+    apparent: bool = False
+
+
+def auto_source(fs_type: str | None, directory_quota: bool) -> str:
+    if fs_type == "lustre":
+        return "lfs"
+    if fs_type == "gpfs":
+        return "mmlsquota"
+    if directory_quota:
+        return "scan"  # only counting the tree says how much a directory holds
+    return "statvfs"
+
+
+def measure(path: str, settings: Settings) -> Usage:
+    """Usage from the configured source; with "auto", the site's quota tool when the path is
+    on Lustre or GPFS (statvfs when the tool is missing or no quota is set), the scan for a
+    directory with its own limit, else statvfs."""
+    mount = _mount(path)
+    chosen = settings.source
+    if chosen == "auto":
+        chosen = auto_source(mount.fs_type if mount else None, settings.directory_quota)
+    if chosen == "scan":
+        return scan_usage(path, settings.scan_timeout + settings.timeout, settings.scan_timeout,
+                          settings.scan_workers, settings.apparent)
+    if chosen == "statvfs":
+        return statvfs_usage(path, settings.timeout)
+    try:
+        found = quota_usage(chosen, path, settings.user, settings.timeout, mount, settings.device,
+                            settings.fileset)
+    except FsNotResponding:
+        raise
+    except (FsError, ValueError) as exc:
+        if settings.source != "auto":
+            raise FsError(f"{path}: {chosen}: {exc}") from None
+        return replace(statvfs_usage(path, settings.timeout), note=f"{chosen} unusable ({exc})")
+    if found.bytes_total is None and not settings.directory_quota:
+        return replace(statvfs_usage(path, settings.timeout),
+                       note=f"no {chosen} quota set for {settings.fileset or settings.user}")
+    return found
+
+
+def _mount(path: str) -> Mount | None:
+    try:
+        return mount_of(path, parse_mountinfo(MOUNTINFO.read_text()))
+    except OSError:
+        return None

@@ -5,6 +5,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+from watchdogs.errors import SlurmError
+from watchdogs.slurmctl.hostlist import expand
+from watchdogs.slurmctl.jobinfo import parse_scontrol_oneliner
 from watchdogs.slurmctl.runner import run_slurm
 from watchdogs.slurmctl.slurmtime import parse_timestamp
 
@@ -66,3 +69,13 @@ def parse_sinfo(text: str) -> tuple[NodeRow, ...]:
 
 def run_sinfo(timeout: float, env: Mapping[str, str] | None) -> tuple[NodeRow, ...]:
     return parse_sinfo(run_slurm(sinfo_argv(), timeout=timeout, env=env).stdout)
+
+
+def reservation_nodes(name: str, timeout: float, env: Mapping[str, str] | None) -> list[str]:
+    """The nodes of a reservation (`scontrol show reservation NAME --oneliner`)."""
+    reply = run_slurm(["scontrol", "--oneliner", "show", "reservation", name], timeout=timeout, env=env)
+    fields = parse_scontrol_oneliner(reply.stdout)
+    if fields.get("ReservationName") != name:
+        raise SlurmError(f"no reservation named {name!r}")
+    nodes = fields.get("Nodes", "")
+    return expand(nodes) if nodes and nodes != "(null)" else []

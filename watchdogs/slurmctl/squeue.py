@@ -1,8 +1,8 @@
 """One consolidated `squeue` call with a fixed `-o` format, and its parser.
 
-Why `-o` and not `--json`: on Slurm 22.05 `--json` ignores every filter (so the controller
-serialises the whole queue) and it was measured ~15x slower on 1000 jobs
-(benchmarks/squeue_format.py). Fields are separated by ASCII unit separators and the job
+Why `-o` and not `--json`: on Slurm 22.05 `--json` ignores every filter (the whole queue
+comes back), and on a queue of 1000 jobs it was measured ~9x slower with ~30x more output
+than this format (benchmarks/squeue_tick.py). Fields are separated by ASCII unit separators and the job
 name comes last, so names and reasons with spaces or `|` parse correctly.
 """
 from __future__ import annotations
