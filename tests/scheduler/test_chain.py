@@ -170,3 +170,18 @@ def test_bad_config_backs_off_instead_of_looping(chain_site: Site) -> None:
     assert "backing off: the last 2 instances ended within 60s of starting" in text
     stopped = site.watchdogs("stop")  # works with a broken config
     assert stopped.returncode == 0 and job in stopped.stdout
+
+
+@pytest.mark.timeout(60)
+def test_slurm_dropin_still_queued_is_not_submitted_again(chain_site: Site) -> None:
+    site = chain_site
+    site.dropin("later.slurm", f"#!/bin/bash\n#SBATCH --job-name={site.job_name}-dropin\n#SBATCH --time=1\n"
+                "#SBATCH --begin=now+1hour\ntrue\n", mode=0o600)
+    first = site.watchdogs("run", "--once")
+    job = first.stdout.split("submitted job ")[1].split()[0]
+    assert job_state(job) == "PENDING"
+    second = site.watchdogs("run", "--once")
+    assert second.returncode == 1
+    assert second.stdout.strip() == (f"WARNING  cron.hourly/later.slurm: previous job {job} still PENDING; "
+                                     "not submitted again")
+    assert len(live_jobs(f"{site.job_name}-dropin")) == 1

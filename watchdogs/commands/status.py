@@ -95,7 +95,7 @@ def _item_table(items: list[dict[str, Any]], now: float) -> list[str]:
         if i["job_id"]:
             result += f" (job {i['job_id']} {i['job_state'] or 'gone'})"
         last = "running now" if i["running_since"] else ago(now - i["last_run"]) if i["last_run"] else "never"
-        nxt = "-" if i["next_run"] is None else "now" if i["next_run"] <= now else ago(now - i["next_run"])
+        nxt = "-" if i["next_run"] is None else "now" if i["next_run"] < now + 1 else ago(now - i["next_run"])
         rows.append((i["item"], i["kind"], i["schedule"], last, result, nxt, i["summary"] or ""))
     widths = [max(len(r[c]) for r in rows) for c in range(6)]
     return ["  ".join(cell.ljust(w) for cell, w in zip(r[:6], widths, strict=True)) + "  " + r[6]

@@ -148,6 +148,7 @@ class Scheduler:
         batch = [self.items[i] for i in scheduled]
         for item_id in self.runner.start(batch, now, scheduled):
             LOG.info("%s: still running from its last due time; this run is skipped", item_id)
+        self.records.plan({i: self._next_run(i) for i in scheduled})
 
     def _settle(self, finished: list[tuple[FinishedRun, Item]], now: float) -> None:
         """Record finished runs at once; their outcomes go to the sink together (`_deliver`)."""
@@ -176,6 +177,10 @@ class Scheduler:
         except Exception:  # noqa: BLE001 - alert trouble must never stop the scheduler
             LOG.exception("the result sink failed to take %d outcomes", len(outcomes))
 
+    def _next_run(self, item_id: str) -> float | None:
+        job = self._aps.get_job(item_id)
+        return job.next_run_time.timestamp() if job is not None and job.next_run_time else None
+
     def _cut_off_by_job_end(self, finished: list[tuple[FinishedRun, Item]]
                             ) -> list[tuple[FinishedRun, Item]]:
         """scancel, preemption or a node shutdown signal every process of the job at once,
@@ -193,9 +198,7 @@ class Scheduler:
 
     def _tick(self, now: float) -> None:
         self._sync(now)
-        next_runs = {j.id: j.next_run_time.timestamp() if j.next_run_time else None
-                     for j in self._aps.get_jobs()}
-        self.records.beat(self.instance, now, {i: next_runs.get(i) for i in self.items})
+        self.records.beat(self.instance, now, {i: self._next_run(i) for i in self.items})
         try:
             self.sink.flush(_dt(now))
         except Exception:  # noqa: BLE001 - alert trouble must never stop the scheduler

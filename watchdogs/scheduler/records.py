@@ -83,6 +83,12 @@ class Records:
             db.executemany("UPDATE sched_items SET next_run = ? WHERE item = ?",
                            [(t, item) for item, t in next_runs.items()])
 
+    def plan(self, next_runs: Mapping[str, float | None]) -> None:
+        """Items' next runs, right after they were started (status shows the new plan)."""
+        with self.store.transaction() as db:
+            db.executemany("UPDATE sched_items SET next_run = ? WHERE item = ?",
+                           [(t, item) for item, t in next_runs.items()])
+
     def end_instance(self, instance: int, now: float, reason: str) -> None:
         with self.store.transaction() as db:
             db.execute("UPDATE sched_instances SET ended = ?, heartbeat = ?, reason = ? WHERE id = ?",

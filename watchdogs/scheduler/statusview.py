@@ -83,11 +83,10 @@ def _scheduler(config: Config, instance: dict[str, Any] | None, jobs: dict[str, 
 
 
 def _next_run(item: Any, row: Mapping[str, Any], running: bool, now: float) -> float | None:
-    """The running scheduler's own plan; else when a scheduler started now would run it."""
-    if running and row.get("next_run") is not None:
-        return float(row["next_run"])
-    if running and row.get("running_since"):
-        return None
+    """The running scheduler's own plan (None: nothing planned, e.g. @reboot after its run);
+    else when a scheduler started now would run it."""
+    if running:
+        return None if row.get("next_run") is None else float(row["next_run"])
     anchor = row.get("anchor")
     when = first_run(item.schedule, _dt(anchor) if anchor else None, _dt(now), get_localzone())
     return when.timestamp()
