@@ -30,7 +30,7 @@ class MailboxHandler:
         self.quiet = quiet
         self._numbers = itertools.count(1)
 
-    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # aiosmtpd calls it by this name
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # aiosmtpd calls this
         data = envelope.original_content or envelope.content
         name = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{next(self._numbers):05d}.eml"
         tmp = self.folder / f".{name}.tmp"
@@ -56,7 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())  # only set a flag in the handler
-    controller = Controller(MailboxHandler(args.dir, args.quiet), hostname=args.host, port=args.port)
+    # server_hostname: else aiosmtpd asks DNS for its FQDN on every connection.
+    controller = Controller(MailboxHandler(args.dir, args.quiet), hostname=args.host, port=args.port,
+                            server_hostname="localhost")
     controller.start()
     print(f"devmailbox: listening on {args.host}:{args.port}, storing in {args.dir}", flush=True)
     try:
