@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from notifiers.base import Message
+from notifiers.logfile import LogfileNotifier
+from notifiers.render import Batch, Templates
 from tests.alerts.support import at, lines, logfile, make_sink, outbox, outcome
 from tests.notifiers.fakes import FakeHTTP, SmtpServer
 from watchdogs.alerts import silences, summary
+from watchdogs.alerts.sink import AlertSink
 from watchdogs.result import Status
 
 OK, WARN, CRIT = Status.OK, Status.WARNING, Status.CRITICAL
@@ -147,3 +151,18 @@ def test_a_failing_channel_is_announced_on_the_others_once_and_its_recovery_too(
     assert len(told) == 2 and "WATCHDOGS RESOLVED channel:hook" in told[1]
     assert [a["item"] for a in http.seen[-1].json()["alerts"]] == ["x"]
     assert summary(sink.store)["failing_channels"] == []
+
+
+class _BrokenRenderer(LogfileNotifier):
+    """A third-party channel whose renderer has a bug."""
+
+    def render(self, batch: Batch, templates: Templates) -> Message:
+        raise RuntimeError("bug in a plugin")
+
+
+def test_a_channel_whose_renderer_fails_still_gets_the_alert_as_plain_text(tmp_path: Path) -> None:
+    sink = make_sink(tmp_path, logfile("log"))
+    broken = AlertSink(sink.config, sink.store, {"log": _BrokenRenderer(sink.config.notifiers[0])})
+    broken.handle([outcome("train-job", CRIT, at(0), summary="job 4242 FAILED")], at(0))
+    broken.flush(at(0))
+    assert lines(tmp_path, "log")[-1] == "CRITICAL: train-job: job 4242 FAILED"

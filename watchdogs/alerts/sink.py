@@ -76,7 +76,9 @@ class AlertSink:
     def _render(self, channel: str, batch: Batch) -> Message:
         """A broken template or channel plugin must not cost the alert: plain text instead."""
         try:
-            return self.channels[channel].render(batch, self.templates)
+            message = self.channels[channel].render(batch, self.templates)
+            outbox.encode(message)  # a plugin's non-JSON `extra` must fail here, not in the tick
+            return message
         except Exception:  # noqa: BLE001 - any rendering failure falls back to plain text
             LOG.exception("channel %s: rendering failed; sending plain text", channel)
             return plain_message(batch)
