@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.checks.conftest import Jobs, tick, write_config
+from tests.checks.conftest import Jobs, tick, unreachable_conf, write_config
 from tests.checks.hung_mount import fuse_available, hung_mount
 from tests.helpers import job_state, wait_for
 from trainguard.heartbeat import write_heartbeat
@@ -130,3 +130,18 @@ def test_hung_mount_is_unknown_not_responding_within_the_probe_timeout(tmp_path:
         assert time.monotonic() - started < 10
     assert result.status is Status.UNKNOWN
     assert "filesystem not responding (no answer within 2s)" in result.summary
+
+
+@pytest.mark.slurm
+def test_stale_log_with_slurm_unreachable_is_unknown_and_fresh_log_still_ok(
+        slurm_cluster: Path, tmp_path: Path, store: StateStore) -> None:
+    log = tmp_path / "train.log"
+    log.write_text("x")
+    config = write_config(tmp_path, '[[check]]\nname = "train"\ntype = "job"\njob_name = "t"\n'
+                          + log_check(path="train.log", max_age="10m", job="train"))
+    env = {"SLURM_CONF": str(unreachable_conf(slurm_cluster, tmp_path))}
+    assert tick(config, store, env=env)[0]["hung"].status is Status.OK
+    age(log, 3600)
+    result = tick(config, store, env=env)[0]["hung"]
+    assert result.status is Status.UNKNOWN
+    assert "cannot tell whether the job runs" in result.summary

@@ -109,7 +109,7 @@ class JobCheck(Check):
         snapshot: JobSnapshot = job_snapshot(ctx, self.spec)
         row: JobRow | None = latest_finished(snapshot.matching(self.spec))
         remembered = ctx.store.kv_get(MEMORY, self.name, {}).get("job_ids") or []
-        job_id = row.raw_id if row is not None else (remembered[-1] if remembered else None)
+        job_id = row.raw_id if row is not None else max(remembered, key=_numeric, default=None)
         if job_id is None:
             return None
         try:
@@ -146,3 +146,8 @@ class JobCheck(Check):
         # watchdog runs as, only after the decision above allowed it.
         return resubmit.submit(script, self.opts.get("job_name"), self.opts.get("cluster"),
                                SLURM_TIMEOUT_S, slurm_env(ctx))
+
+
+def _numeric(job_id: str) -> int:
+    """Job ids grow with time: the largest remembered one is the most recent instance."""
+    return int(job_id) if job_id.isdigit() else 0
