@@ -23,8 +23,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import TypeVar
 
 from watchdogs.checks.base import run_check
 from watchdogs.checks.context import TickContext
@@ -34,6 +36,7 @@ from watchdogs.slurmctl.squeue import FORMAT
 from watchdogs.state.store import StateStore
 
 JOBS, CHECKS, REPEAT = 1000, 20, 5
+T = TypeVar("T")
 PREFIX = f"bench{os.getpid()}"
 
 
@@ -60,7 +63,7 @@ def our_cpu() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def measure(fn):
+def measure(fn: Callable[[], T]) -> tuple[T, float, float, float]:
     wall, cpu, ctld = time.perf_counter(), our_cpu(), slurmctld_cpu()
     value = fn()
     return value, time.perf_counter() - wall, our_cpu() - cpu, slurmctld_cpu() - ctld

@@ -16,7 +16,7 @@ import pytest
 
 from tests.checks.conftest import tick, write_config
 from tests.checks.hung_mount import fuse_available, hung_mount
-from watchdogs.result import Status
+from watchdogs.result import CheckResult, Status
 from watchdogs.state.store import StateStore
 
 MiB = 1024 * 1024
@@ -46,7 +46,7 @@ def disk_check(**opts: object) -> str:
     return f'[[check]]\nname = "disk"\ntype = "disk"\n{keys}\n'
 
 
-def run_disk(tmp_path: Path, store: StateStore, now: datetime | None = None, **opts: object):
+def run_disk(tmp_path: Path, store: StateStore, now: datetime | None = None, **opts: object) -> CheckResult:
     return tick(write_config(tmp_path, disk_check(**opts)), store, now=now)[0]["disk"]
 
 

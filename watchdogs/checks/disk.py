@@ -7,8 +7,8 @@ state database; a line fitted through the last `forecast_window` says when it wi
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any, ClassVar
+from collections.abc import Callable, Mapping
+from typing import ClassVar
 
 from watchdogs.checks.base import Check
 from watchdogs.checks.context import TickContext
@@ -168,7 +168,7 @@ def _count(value: float) -> str:
 
 
 def _describe(label: str, used: float | None, capacity: float | None, status: Status,
-              fmt: Any) -> str:
+              fmt: Callable[[float], str]) -> str:
     if used is None:
         return ""
     text = f"{label} {fmt(used)} used"

@@ -7,6 +7,7 @@ people that their training vanished.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, ClassVar
 
 from watchdogs.checks.base import Check
@@ -141,7 +142,7 @@ class JobCheck(Check):
         return CheckResult(Status.WARNING, f"{summary}; resubmitted as job {job_id} "
                                            f"({decision.why.replace('resubmit ', '')})", context=context)
 
-    def _submit(self, ctx: TickContext, script: Any) -> str:
+    def _submit(self, ctx: TickContext, script: Path) -> str:
         # The one side effect of this check: sbatch the user's own script, as the user the
         # watchdog runs as, only after the decision above allowed it.
         return resubmit.submit(script, self.opts.get("job_name"), self.opts.get("cluster"),
