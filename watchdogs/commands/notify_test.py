@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import os
 import socket
 import time
 import uuid
@@ -45,7 +46,8 @@ def notify_test(args: argparse.Namespace) -> CommandResult:
         names = ", ".join(n.name for n in config.notifiers) or "none defined"
         raise WatchdogsError(f"no [[notify]] channel named {args.channel!r} in {config.path} ({names})")
     notifier = build_notifier(settings)
-    batch = _batch(settings.name, args.severity, config.alerts.cluster or socket.gethostname())
+    cluster = config.alerts.cluster or os.environ.get("SLURM_CLUSTER_NAME") or socket.gethostname()
+    batch = _batch(settings.name, args.severity, cluster)
     message = notifier.render(batch, Templates(config.alerts.templates))
     head = f"channel {settings.name!r} ({settings.type})"
     data = {"channel": settings.name, "type": settings.type, "destination": notifier.describe(),
