@@ -170,12 +170,14 @@ def _plugin_table(table: Any, label: str, kind: str, common: Mapping[str, Any],
             _unknown_type(label, type_name, registry, problems)
         return None
     own, found = validate_table(table, cls.options, skip=tuple(common))
+    # Resolve relative paths first, so cross-key rules (e.g. secret-file permissions) see the real file.
+    own = {k: _resolve(v, base) for k, v in own.items()}
     if not found:
         found = list(cls.validate_options(own))
     problems.extend(label, found)
     if found or "name" not in values:
         return None
-    values["options"] = frozen_map({k: _resolve(v, base) for k, v in own.items()})
+    values["options"] = frozen_map(own)
     return values
 
 
