@@ -70,3 +70,24 @@ def test_killed_scheduler_is_reported_stale_loudly(site: Site) -> None:
         proc.kill()
     assert status.returncode == 2
     assert "!!! HEARTBEAT STALE" in status.stdout and "is NOT running" in status.stdout
+
+
+@pytest.mark.timeout(60)
+def test_second_scheduler_on_the_same_state_refuses_to_start(site: Site) -> None:
+    site.dropin("ok", script("echo fine"))
+    proc = site.popen("run")
+    try:
+        wait_for(lambda: "running:" in site.watchdogs("status").stdout, timeout=15)
+        second = site.watchdogs("run", timeout=20)
+    finally:
+        proc.terminate()
+        proc.wait(15)
+    assert second.returncode == 1
+    assert "another scheduler instance runs on" in second.stderr and "watchdogs run (pid" in second.stderr
+
+
+def test_stop_file_keeps_a_foreground_scheduler_from_starting(site: Site) -> None:
+    site.state.mkdir()
+    (site.state / "STOP").write_text("stopped\n")
+    done = site.watchdogs("run", timeout=20)
+    assert done.returncode == 1 and "stop file" in done.stderr and "not starting" in done.stderr

@@ -18,6 +18,7 @@ from watchdogs.config import load_config
 from watchdogs.errors import ConfigError, WatchdogsError
 from watchdogs.plugins import CHECKS_GROUP, Registry, load_group
 from watchdogs.scheduler import chain
+from watchdogs.scheduler.lock import Lock
 from watchdogs.scheduler.loop import Periodic, Scheduler
 from watchdogs.scheduler.records import Records
 from watchdogs.scheduler.stopflag import StopFlag
@@ -62,15 +63,21 @@ def run_instance(config_path: Path, *, chained: bool, stop: StopFlag, registry: 
     env = dict(os.environ if env is None else env)
     registry = registry or load_group(CHECKS_GROUP)
     settings = chain.lenient_settings(config_path)
-    if chained and settings.stop_file.exists():
-        LOG.warning("stop file %s exists: exiting at once, without a successor "
-                    "(`watchdogs start` removes it and resumes the chain)", settings.stop_file)
-        return 0
+    if settings.stop_file.exists():
+        LOG.warning("stop file %s exists: not starting%s (`watchdogs start` removes it)", settings.stop_file,
+                    " and submitting no successor" if chained else "")
+        return 0 if chained else 1
     store = StateStore(settings.state_dir)
     records = Records(store)
     job_id = env.get("SLURM_JOB_ID") or None
     instance = records.begin_instance(clock(), job_id, "chain" if chained else "foreground")
     keeper = _secure_successor(settings, records, instance, job_id, env, clock) if chained else None
+    lock = Lock(settings.state_dir)
+    holder = lock.acquire(f"job {job_id}" if job_id else "watchdogs run")
+    if holder:
+        LOG.error("another scheduler instance runs on %s: %s", settings.state_dir, holder)
+        records.end_instance(instance, clock(), f"another instance holds the state: {holder}")
+        return 1
     try:
         config = load_config(config_path, checks=registry)
     except ConfigError as exc:
@@ -88,6 +95,7 @@ def run_instance(config_path: Path, *, chained: bool, stop: StopFlag, registry: 
         raise
     finally:
         records.end_instance(instance, clock(), reason)
+        lock.release()
         LOG.info("scheduler instance ended: %s", reason)
     if chained and reason.startswith("stop file"):
         _cancel_successors(settings, job_id, env)

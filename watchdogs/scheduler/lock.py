@@ -1,0 +1,46 @@
+"""One scheduler per state directory: an flock on state_dir/scheduler.lock, held for the
+instance's life and released by the kernel however the process ends (even SIGKILL).
+
+In the chain, `--dependency=singleton` already keeps two instances from running; the lock
+also catches a `watchdogs run` started by hand against the same state. On a filesystem
+that cannot lock (some network mounts), it is skipped with a warning.
+"""
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import socket
+from pathlib import Path
+
+LOCK_NAME = "scheduler.lock"
+
+
+class Lock:
+    def __init__(self, state_dir: Path) -> None:
+        self.path = state_dir / LOCK_NAME
+        self._fd: int | None = None
+
+    def acquire(self, who: str) -> str | None:
+        """None when held by us (or locking is unsupported here); else who holds it."""
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 200).decode(errors="replace").strip() or "another process"
+            os.close(fd)
+            return holder
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.ENOLCK, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+                return None  # no locking on this filesystem: rely on the job chain alone
+            raise
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{who} (pid {os.getpid()} on {socket.gethostname()})\n".encode())
+        self._fd = fd
+        return None
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
