@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from trainguard.causes import Cause
-from trainguard.slurm import JobTimes, query_job
+from trainguard.slurm import JobTimes, format_epoch, query_job
 from watchdogs.errors import SlurmError
 
 log = logging.getLogger("trainguard")
@@ -48,6 +48,11 @@ class Margin:
     save_time: float
     safety: float
     steps_before_decision: int = 1   # a distributed decision waits for the next sync step
+    measured: bool = False           # save_time was timed (else it is the configured estimate)
+
+    @property
+    def measured_save(self) -> float | None:
+        return self.save_time if self.measured else None
 
     def needed(self, longest_step: float) -> float:
         return longest_step * self.steps_before_decision + self.save_time + self.safety
@@ -113,11 +118,12 @@ class Deadline:
             self.apply(latest, now, wall)
 
     def apply(self, times: JobTimes, now: float, wall: float) -> None:
-        if times.end_time is None:
+        # A cancelled job's EndTime is the cancel time: not a deadline to save before.
+        if times.end_time is None or times.being_cancelled:
             return
         if self.end_time is not None and times.end_time < self.end_time - 1:
             log.warning("trainguard: the job's EndTime moved earlier, to %s (preemption with "
-                        "GraceTime, or a shortened limit)", times.end_time)
+                        "GraceTime, or a shortened limit)", format_epoch(times.end_time))
             self.moved_earlier = True
         self.end_time = times.end_time
         self.end_at = now + (times.end_time - wall)
@@ -143,9 +149,9 @@ class Deadline:
         times = self._read()
         if times is None:
             return Cause.TERMINATE
-        self.apply(times, now, wall)
         if times.being_cancelled:
             return Cause.TERMINATE
+        self.apply(times, now, wall)
         near_end = times.end_time is not None and times.end_time - wall <= self.warning_lead
         if self.moved_earlier:
             return Cause.PREEMPTION

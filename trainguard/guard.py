@@ -117,7 +117,7 @@ class Guard:
         self._start_deadline()
         lifecycle.log_job_line(self)
         self._beat(self.last_step, "train")
-        self._last_tick = self._clock()
+        self._last_tick = self._next_poll = self._clock()   # the first check polls everything
         self.check = self._check_distributed if self.agreement else self._check_local
         return self.last_step + 1
 
@@ -131,7 +131,8 @@ class Guard:
             self.heartbeat.rank = self.rank
         if self.checkpoints is not None:
             self.checkpoints.bind(self.rank, self.agreement.barrier, self.agreement.all)
-        self._margin = Margin(self.save_time, self.config.safety_margin, self.config.sync_every)
+        self._margin = Margin(self.save_time, self.config.safety_margin, self.config.sync_every,
+                              self._margin.measured)
 
     def _start_deadline(self) -> None:
         cfg, job = self.config, self.job
@@ -279,9 +280,9 @@ class Guard:
         ckpt = self.checkpoints.save(step, self._save_fn, self._save_all_ranks)
         self._saved_step = step
         elapsed = self._clock() - start
-        self.save_time = elapsed if self.save_time == self.config.save_estimate \
-            else max(elapsed, 0.8 * self.save_time)
-        self._margin = Margin(self.save_time, self._margin.safety, self._margin.steps_before_decision)
+        # The newest timing, but a fast save after a slow one only lowers the estimate slowly.
+        self.save_time = max(elapsed, 0.8 * self.save_time) if self._margin.measured else elapsed
+        self._margin = Margin(self.save_time, self._margin.safety, self._margin.steps_before_decision, True)
         self._beat(step, "train")
         log.info("trainguard: saved step %d in %.3f s to %s", step, elapsed, ckpt.path)
         self._last_tick = self._clock()   # the save is not a training step

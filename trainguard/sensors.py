@@ -92,9 +92,11 @@ class Sensors:
             log.warning("trainguard: memory watchdog: %s", reason)
         return Cause.MEMORY.bit if reason else 0
 
-    def no_time_to_save(self, now: float, save_time: float) -> bool:
-        """After a plain scancel: would a save finish before SIGKILL (KillWait)?"""
-        if self.term_at is None:
+    def no_time_to_save(self, now: float, save_time: float | None) -> bool:
+        """After a plain scancel: would a save finish before SIGKILL (KillWait)? Only a
+        measured save time says no: a save cut off by SIGKILL costs nothing (the commit is
+        atomic), so with no measurement yet the guard tries."""
+        if self.term_at is None or save_time is None:
             return False
         return (now - self.term_at) + save_time + 1.0 > self.kill_wait
 
@@ -109,7 +111,7 @@ class Sensors:
         if now >= self.stop_at:
             mask |= self.deadline_bit(now)
         self.mask |= mask
-        if self.mask & Cause.TERMINATE.bit and self.no_time_to_save(now, margin.save_time):
+        if self.mask & Cause.TERMINATE.bit and self.no_time_to_save(now, margin.measured_save):
             self.mask |= Cause.NO_TIME.bit
         return self.mask
 
