@@ -15,11 +15,11 @@ def life(lived: float, reason: str | None = "terminated (SIGTERM)", heartbeat_on
 
 
 def test_one_early_death_is_forgiven() -> None:
-    assert crash_backoff([life(5, "config error (1 problems)")]) == (0.0, 1)
+    assert crash_backoff([life(5, "config error (1 problem)")]) == (0.0, 1)
 
 
 def test_repeated_early_deaths_back_off_exponentially_up_to_a_cap() -> None:
-    crash = life(3, "config error (1 problems)")
+    crash = life(3, "config error (1 problem)")
     assert crash_backoff([crash] * 2) == (BACKOFF_BASE_S, 2)
     assert crash_backoff([crash] * 3) == (2 * BACKOFF_BASE_S, 3)
     assert crash_backoff([crash] * 30) == (BACKOFF_CAP_S, 30)

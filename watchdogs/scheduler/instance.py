@@ -82,7 +82,8 @@ def run_instance(config_path: Path, *, chained: bool, stop: StopFlag, registry: 
         config = load_config(config_path, checks=registry)
     except ConfigError as exc:
         LOG.error("%s", exc)
-        records.end_instance(instance, clock(), f"config error ({len(exc.problems)} problems)")
+        count = len(exc.problems)
+        records.end_instance(instance, clock(), f"config error ({count} problem{'s' if count != 1 else ''})")
         return exc.exit_code
     reason = "crashed"
     try:
