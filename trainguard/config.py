@@ -43,6 +43,7 @@ class GuardConfig:
     save_switch: Path | None = None
     stop_file: Path | None = None            # written by the batch script's trap
     pid_file: Path | None = None             # each process appends its PID (for the trap)
+    exit_file: Path | None = None            # rank 0 writes its exit code (torchrun reports only 1)
     file_every: float = 2.0                  # s between polls of the files above
     # --- memory ---
     max_rss: int | None = None               # bytes of this process's RSS
@@ -73,7 +74,7 @@ class GuardConfig:
 
 
 _PATHS = ("checkpoint_dir", "scratch_dir", "kill_switch", "save_switch", "stop_file", "pid_file",
-          "heartbeat_dir")
+          "exit_file", "heartbeat_dir")
 _DURATIONS = ("forced_exit", "exit_after", "endtime_every", "warning_lead", "save_estimate",
               "safety_margin", "step_window", "file_every", "memory_every", "heartbeat_every")
 _SIZES = ("max_rss", "min_available", "min_gpu_free")

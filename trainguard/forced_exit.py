@@ -26,8 +26,9 @@ TimeoutFor = Callable[[int], "tuple[float, int]"]
 
 class ForcedExit:
     def __init__(self, flag: SignalFlag, timeout_for: TimeoutFor, clock: Clock = time.monotonic,
-                 tick: float = 0.1) -> None:
+                 before_exit: Callable[[int], None] = lambda code: None, tick: float = 0.1) -> None:
         self._flag = flag
+        self._before_exit = before_exit
         self._timeout_for = timeout_for
         self._clock = clock
         self._tick = tick
@@ -83,5 +84,6 @@ class ForcedExit:
             sys.stderr.write(message)
             sys.stderr.flush()
             faulthandler.dump_traceback(all_threads=True)
+            self._before_exit(self.code)
         finally:
             os._exit(self.code)

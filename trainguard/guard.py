@@ -59,15 +59,16 @@ class Guard:
         self.signals = SignalFlag(cfg.signals, clock)
         files = FileWatch(cfg.kill_switch, cfg.save_switch, cfg.stop_file, self.job.job_id,
                           self.job.restart_count)
+        self.files = files if files.any else None
         limits = MemoryLimits(cfg.max_rss, cfg.min_available, cfg.min_gpu_free)
         self.deadline = Deadline(None, cfg.endtime_every, cfg.warning_lead)
-        self.sensors = Sensors(self.signals, files if files.any else None, cfg.file_every,
+        self.sensors = Sensors(self.signals, self.files, cfg.file_every,
                                MemoryWatch(limits) if limits.enabled else None, cfg.memory_every,
                                self.deadline, None)
         self.agreement: Agreement | None = None
         self.heartbeat = (HeartbeatWriter(cfg.heartbeat_dir, self.rank, cfg.heartbeat_every,
                                           self.job.job_id) if cfg.heartbeat_dir is not None else None)
-        self.forced = (ForcedExit(self.signals, self._forced_timeout, clock)
+        self.forced = (ForcedExit(self.signals, self._forced_timeout, clock, self._write_exit_code)
                        if cfg.forced_exit != 0 else None)
         self.resumed: Checkpoint | None = None
         self.last_step = -1
@@ -94,7 +95,7 @@ class Guard:
         if self.forced is not None:
             self.forced.start()
         lifecycle.write_pid(self.config.pid_file)
-        if self.sensors.files is not None and self.sensors.files.kill_switch_present():
+        if self.files is not None and self.files.kill_switch_present():
             self._stop_at_start(Cause.KILL_SWITCH, f"kill switch {self.config.kill_switch} is present")
         return self
 
@@ -106,8 +107,7 @@ class Guard:
             return self.last_step + 1
         self._resumed_done = True
         self._bind_agreement()
-        files = self.sensors.files
-        present = files is not None and files.kill_switch_present()
+        present = self.files is not None and self.files.kill_switch_present()
         if self.agreement.any(present) if self.agreement else present:
             self._stop_at_start(Cause.KILL_SWITCH, f"kill switch {self.config.kill_switch} is present")
         if self.checkpoints is not None and self._load_fn is not None:
@@ -127,6 +127,10 @@ class Guard:
             return
         self.agreement = Agreement(dist, self.config.sync_every)
         self.rank = self.agreement.rank
+        if self.rank != 0:
+            # Rank 0 alone polls the shared files; the agreement tells the others. (Saves a
+            # metadata server thousands of stats per second on a large run.)
+            self.sensors.files = None
         if self.heartbeat is not None:
             self.heartbeat.rank = self.rank
         if self.checkpoints is not None:
@@ -256,8 +260,8 @@ class Guard:
         elif action.stop:
             log.warning("trainguard: not saving (%s)", "policy" if action.save.value == "never"
                         else "a save would not finish before SIGKILL")
-        if Cause.SAVE_SWITCH in decision.causes and self.sensors.files is not None:
-            self.sensors.files.consume_save_switch(remove=self.rank == 0)
+        if Cause.SAVE_SWITCH in decision.causes and self.files is not None:
+            self.files.consume_save_switch(remove=self.rank == 0)
         if not action.stop:
             self.sensors.clear(Cause.SAVE_SWITCH.bit | decision.cause.bit)
             if self.forced is not None:
@@ -304,10 +308,17 @@ class Guard:
         except Exception as exc:  # noqa: BLE001 - a failed requeue must not hide the exit code
             log.error("trainguard: scontrol requeue %s failed: %s", self.job.job_id, exc)
 
+    def _write_exit_code(self, code: int) -> None:
+        # For launchers that replace the workers' exit codes by their own (torchrun exits 1
+        # when a worker exits 140): the batch script reads the real code from this file.
+        if self.config.exit_file is not None and self.rank == 0:
+            lifecycle.write_exit_file(self.config.exit_file, code)
+
     def _exit_process(self, code: int) -> None:
         # sys.exit, not os._exit: the training's finally blocks and atexit handlers (log
         # flushing, experiment trackers) still run; the exit code tells the batch script
         # whether to requeue (140) or not (anything else).
+        self._write_exit_code(code)
         lifecycle.destroy_process_group(self.agreement)
         sys.stdout.flush()
         sys.exit(code)

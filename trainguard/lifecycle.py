@@ -35,6 +35,15 @@ def write_pid(pid_file: Path | None) -> None:
         os.close(fd)
 
 
+def write_exit_file(path: Path, code: int) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(f"{code}\n")
+        os.replace(tmp, path)
+    except OSError as exc:
+        log.error("trainguard: cannot write the exit code to %s: %s", path, exc)
+
+
 def log_job_line(guard: Guard) -> None:
     """One line: job id, array task, restart count, nodes, time limit, EndTime, resume."""
     job, first = guard.job, guard.deadline.first
