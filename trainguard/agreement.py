@@ -1,10 +1,12 @@
 """Agreement across ranks: every rank ORs its causes with one small `all_reduce(MAX)`.
 
 MAX of 0/1 flags is OR; it is supported by every backend (NCCL has no bitwise reduction).
-The guard calls `reduce_mask` only at steps where `step % sync_every == 0`, which every
-rank computes identically, so the collective is entered at the same steps on all ranks
-and they all decide, save and stop at the same step. It is never called from a signal
-handler. torch is imported here only, and only when torch.distributed is already in use.
+The guard calls `reduce` only at agreed steps, so the collective is entered at the same
+steps on all ranks and they all decide, save and stop at the same step. It is never called
+from a signal handler. The cadence: every `sync_every` steps at first; with a
+`sync_interval`, each agreement also carries every rank's longest recent step (MAX), from
+which all ranks compute the same next interval in steps (about `sync_interval` seconds).
+torch is imported here only, and only when torch.distributed is already in use.
 """
 from __future__ import annotations
 
@@ -23,30 +25,43 @@ def initialized_dist() -> Any | None:
     return dist if dist.get_world_size() > 1 else None
 
 
+MAX_EVERY = 1000
+_US = 1_000_000
+
+
+def next_every(longest_step: float, interval: float, every: int) -> int:
+    """Steps until the next agreement: `interval` seconds of the slowest rank's steps, or
+    `every` unchanged without an interval. A pure function of agreed values."""
+    if interval <= 0:
+        return every
+    return max(1, min(MAX_EVERY, int(interval / max(longest_step, 1e-6))))
+
+
 class Agreement:
-    def __init__(self, dist: Any, sync_every: int) -> None:
+    def __init__(self, dist: Any, sync_every: int, sync_interval: float) -> None:
         import torch  # lazily: only a distributed training gets here
 
         self._dist = dist
         self._torch = torch
-        self.sync_every = sync_every
+        self.every = sync_every
+        self.interval = sync_interval
         self.rank = dist.get_rank()
         self.world = dist.get_world_size()
         # NCCL reduces CUDA tensors only; gloo/mpi CPU tensors.
         device = (torch.device("cuda", torch.cuda.current_device())
                   if dist.get_backend() == "nccl" else torch.device("cpu"))
-        self._buffer = torch.zeros(MASK_LEN, dtype=torch.int32, device=device)
+        self._buffer = torch.zeros(MASK_LEN + 1, dtype=torch.int64, device=device)
         self._one = torch.zeros(1, dtype=torch.int32, device=device)
 
-    def reduce_mask(self, mask: int) -> int:
-        """The OR of every rank's mask (one all_reduce of MASK_LEN int32)."""
-        buffer = self._buffer
-        if mask:
-            buffer.copy_(self._torch.tensor(mask_to_flags(mask), dtype=self._torch.int32))
-        else:
-            buffer.zero_()
-        self._dist.all_reduce(buffer, op=self._dist.ReduceOp.MAX)
-        return flags_to_mask(buffer.tolist())
+    def reduce(self, mask: int, longest_step: float) -> int:
+        """The OR of every rank's mask (one all_reduce of MASK_LEN + 1 ints); also sets
+        `every`, the same on all ranks, from the slowest rank's longest recent step."""
+        values = [*mask_to_flags(mask), min(int(longest_step * _US), 2**62)]
+        self._buffer.copy_(self._torch.tensor(values, dtype=self._torch.int64))
+        self._dist.all_reduce(self._buffer, op=self._dist.ReduceOp.MAX)
+        reduced = self._buffer.tolist()
+        self.every = next_every(reduced[-1] / _US, self.interval, self.every)
+        return flags_to_mask(reduced[:MASK_LEN])
 
     def any(self, flag: bool) -> bool:
         self._one.fill_(1 if flag else 0)

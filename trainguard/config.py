@@ -54,7 +54,8 @@ class GuardConfig:
     heartbeat_dir: Path | None = None
     heartbeat_every: float = 30.0
     # --- agreement and requeue ---
-    sync_every: int = 10                     # steps between all_reduce agreements (same on all ranks)
+    sync_every: int = 10                     # steps to the first agreement (all_reduce), same on all ranks
+    sync_interval: float = 1.0               # s between agreements after it (0: every sync_every steps)
     max_restarts_without_progress: int = 3
     self_requeue: bool = False               # call `scontrol requeue` itself (no batch script template)
     policy: Policy = field(default_factory=Policy)
@@ -75,7 +76,7 @@ class GuardConfig:
 
 _PATHS = ("checkpoint_dir", "scratch_dir", "kill_switch", "save_switch", "stop_file", "pid_file",
           "exit_file", "heartbeat_dir")
-_DURATIONS = ("forced_exit", "exit_after", "endtime_every", "warning_lead", "save_estimate",
+_DURATIONS = ("forced_exit", "exit_after", "sync_interval", "endtime_every", "warning_lead", "save_estimate",
               "safety_margin", "step_window", "file_every", "memory_every", "heartbeat_every")
 _SIZES = ("max_rss", "min_available", "min_gpu_free")
 _INTS = ("keep", "sync_every", "max_restarts_without_progress")

@@ -62,7 +62,7 @@ class Deadline:
     """`deadline` is the monotonic time at which the job ends (inf when unknown)."""
 
     def __init__(self, query: Query | None, every: float, warning_lead: float) -> None:
-        self._query = query
+        self.query = query
         self.every = every
         self.warning_lead = warning_lead
         self.exit_after_at = math.inf
@@ -81,7 +81,7 @@ class Deadline:
     def start(self, now: float, wall: float, exit_after: float | None) -> None:
         if exit_after:
             self.exit_after_at = now + exit_after
-        if self._query is not None:
+        if self.query is not None:
             times = self._read()
             if times is not None:
                 self.first = times
@@ -89,9 +89,9 @@ class Deadline:
             self.next_refresh = now + self.every
 
     def _read(self) -> JobTimes | None:
-        assert self._query is not None
+        assert self.query is not None
         try:
-            return self._query()
+            return self.query()
         except SlurmError as exc:
             log.warning("trainguard: cannot read the job's EndTime (will retry): %s", exc)
             return None
@@ -103,7 +103,7 @@ class Deadline:
 
     def maybe_refresh(self, now: float) -> None:
         """Start a background re-read when due; pick up the result of the previous one."""
-        if now < self.next_refresh or self._query is None:
+        if now < self.next_refresh or self.query is None:
             return
         self.next_refresh = now + self.every
         if self._thread is None or not self._thread.is_alive():
@@ -144,7 +144,7 @@ class Deadline:
     def classify_term(self, now: float, wall: float) -> Cause:
         """SIGTERM: a plain scancel (the job is being cancelled) or a preemption (the job is
         still RUNNING and EndTime moved to now + GraceTime). Asks the controller at once."""
-        if self._query is None:
+        if self.query is None:
             return Cause.TERMINATE
         times = self._read()
         if times is None:

@@ -23,22 +23,23 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 
 from trainguard import lifecycle
-from trainguard.agreement import Agreement, initialized_dist
+from trainguard.agreement import Agreement
 from trainguard.causes import EXIT_NO_PROGRESS, Cause, Decision, decide
 from trainguard.checkpoint import Checkpoint, Checkpoints
 from trainguard.config import GuardConfig
-from trainguard.deadline import Deadline, Margin, StepTimes, slurm_query
+from trainguard.deadline import Deadline, Margin, StepTimes
 from trainguard.files import FileWatch
 from trainguard.forced_exit import ForcedExit
 from trainguard.heartbeat import HeartbeatWriter
 from trainguard.memory import MemoryLimits, MemoryWatch
 from trainguard.sensors import Sensors
 from trainguard.signals import SignalFlag
-from trainguard.slurm import JobEnv, query_kill_wait, request_requeue
+from trainguard.slurm import JobEnv, request_requeue
 
 log = logging.getLogger("trainguard")
 Clock = Callable[[], float]
@@ -64,7 +65,7 @@ class Guard:
         self.deadline = Deadline(None, cfg.endtime_every, cfg.warning_lead)
         self.sensors = Sensors(self.signals, self.files, cfg.file_every,
                                MemoryWatch(limits) if limits.enabled else None, cfg.memory_every,
-                               self.deadline, None)
+                               self.deadline)
         self.agreement: Agreement | None = None
         self.heartbeat = (HeartbeatWriter(cfg.heartbeat_dir, self.rank, cfg.heartbeat_every,
                                           self.job.job_id) if cfg.heartbeat_dir is not None else None)
@@ -80,8 +81,8 @@ class Guard:
         self.steps = StepTimes(cfg.step_window, now)
         self._margin = Margin(cfg.save_estimate, cfg.safety_margin)
         self._last_tick = now
-        self._longest_since_roll = 0.0
         self._next_poll = math.inf
+        self._next_sync = 0
         self.check = self._check_before_resume
 
     # ---- lifecycle -----------------------------------------------------------------------
@@ -106,7 +107,7 @@ class Guard:
         if self._resumed_done:
             return self.last_step + 1
         self._resumed_done = True
-        self._bind_agreement()
+        lifecycle.bind_agreement(self)
         present = self.files is not None and self.files.kill_switch_present()
         if self.agreement.any(present) if self.agreement else present:
             self._stop_at_start(Cause.KILL_SWITCH, f"kill switch {self.config.kill_switch} is present")
@@ -114,38 +115,13 @@ class Guard:
             self.resumed = self.checkpoints.resume(self._load_fn)
         self.last_step = self.resumed.step if self.resumed else -1
         self._protect_against_requeue_loop()
-        self._start_deadline()
+        lifecycle.start_deadline(self)
         lifecycle.log_job_line(self)
         self._beat(self.last_step, "train")
         self._last_tick = self._next_poll = self._clock()   # the first check polls everything
+        self._next_sync = self.last_step + self.config.sync_every   # the same on every rank
         self.check = self._check_distributed if self.agreement else self._check_local
         return self.last_step + 1
-
-    def _bind_agreement(self) -> None:
-        dist = initialized_dist()
-        if dist is None:
-            return
-        self.agreement = Agreement(dist, self.config.sync_every)
-        self.rank = self.agreement.rank
-        if self.rank != 0:
-            # Rank 0 alone polls the shared files; the agreement tells the others. (Saves a
-            # metadata server thousands of stats per second on a large run.)
-            self.sensors.files = None
-        if self.heartbeat is not None:
-            self.heartbeat.rank = self.rank
-        if self.checkpoints is not None:
-            self.checkpoints.bind(self.rank, self.agreement.barrier, self.agreement.all)
-        self._margin = Margin(self.save_time, self.config.safety_margin, self.config.sync_every,
-                              self._margin.measured)
-
-    def _start_deadline(self) -> None:
-        cfg, job = self.config, self.job
-        asks = cfg.use_slurm_endtime and bool(job.job_id) and self.rank == 0 if self.agreement \
-            else cfg.use_slurm_endtime and bool(job.job_id)
-        if asks:
-            self.deadline._query = slurm_query(job.job_id)
-            self.sensors._kill_wait = query_kill_wait
-        self.deadline.start(self._clock(), self._wall(), cfg.exit_after)
 
     def _protect_against_requeue_loop(self) -> None:
         stuck = lifecycle.record_progress(self)
@@ -206,13 +182,18 @@ class Guard:
         if elapsed > self.steps.current:
             self.steps.current = elapsed
         self.last_step = step
-        if step % self.config.sync_every:
+        if step < self._next_sync:
             if now >= self._next_poll:
                 self._gather(now)
             return None
         local = self._gather(now)
-        assert self.agreement is not None
-        return self._decide(self.agreement.reduce_mask(local))
+        agreement = self.agreement
+        assert agreement is not None
+        mask = agreement.reduce(local, self.steps.recent_max)
+        self._next_sync = step + agreement.every      # the same on every rank
+        if agreement.every != self._margin.steps_before_decision:
+            self._margin = replace(self._margin, steps_before_decision=agreement.every)
+        return self._decide(mask)
 
     def _gather(self, now: float) -> int:
         mask = self.sensors.gather(now, self._wall(), self.steps, self._margin)

@@ -7,12 +7,15 @@ import logging
 import math
 import os
 import signal
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trainguard.agreement import Agreement, initialized_dist
 from trainguard.causes import Cause, Decision
+from trainguard.deadline import slurm_query
 from trainguard.progress import is_stuck, next_progress, read_progress, stuck_message, write_progress
-from trainguard.slurm import format_epoch, format_seconds
+from trainguard.slurm import format_epoch, format_seconds, query_kill_wait
 
 if TYPE_CHECKING:
     from trainguard.guard import Guard
@@ -133,3 +136,31 @@ def destroy_process_group(agreement: Any) -> None:
         agreement._dist.destroy_process_group()
     except Exception as exc:  # noqa: BLE001 - exiting anyway; a teardown error is not worth a crash
         log.debug("trainguard: destroy_process_group: %s", exc)
+
+
+def bind_agreement(guard: Guard) -> None:
+    """Under torch.distributed (2+ ranks): the agreement, the real rank, collective saves."""
+    dist = initialized_dist()
+    if dist is None:
+        return
+    guard.agreement = agreement = Agreement(dist, guard.config.sync_every, guard.config.sync_interval)
+    guard.rank = agreement.rank
+    if guard.rank != 0:
+        # Rank 0 alone polls the shared files; the agreement tells the others. (Spares a
+        # metadata server thousands of stats per second on a large run.)
+        guard.sensors.files = None
+    if guard.heartbeat is not None:
+        guard.heartbeat.rank = guard.rank
+    if guard.checkpoints is not None:
+        guard.checkpoints.bind(guard.rank, agreement.barrier, agreement.all)
+    guard._margin = replace(guard._margin, steps_before_decision=guard.config.sync_every)
+
+
+def start_deadline(guard: Guard) -> None:
+    # One rank asks the controller when the ranks agree anyway: a 1000-rank job must not
+    # send slurmctld 1000 requests per re-read.
+    cfg, job = guard.config, guard.job
+    if cfg.use_slurm_endtime and job.job_id and (guard.agreement is None or guard.rank == 0):
+        guard.deadline.query = slurm_query(job.job_id)
+        guard.sensors.kill_wait_query = query_kill_wait
+    guard.deadline.start(guard._clock(), guard._wall(), cfg.exit_after)

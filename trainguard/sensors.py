@@ -25,15 +25,14 @@ _USR = (signal.SIGUSR1, signal.SIGUSR2)
 
 class Sensors:
     def __init__(self, signals: SignalFlag, files: FileWatch | None, file_every: float,
-                 memory: MemoryWatch | None, memory_every: float, deadline: Deadline,
-                 kill_wait: Callable[[], float] | None) -> None:
+                 memory: MemoryWatch | None, memory_every: float, deadline: Deadline) -> None:
         self.signals = signals
         self.files = files
         self.file_every = file_every
         self.memory = memory
         self.memory_every = memory_every
         self.deadline = deadline
-        self._kill_wait = kill_wait
+        self.kill_wait_query: Callable[[], float] | None = None   # set on the rank that asks
         self.kill_wait = DEFAULT_KILL_WAIT_S
         self.mask = 0                 # causes seen on this rank, not yet acted upon
         self.seen_signals = 0         # signal bits already classified
@@ -49,9 +48,9 @@ class Sensors:
         if sig in _USR:
             return self.deadline.classify_usr(wall)
         cause = self.deadline.classify_term(now, wall)
-        if cause is Cause.TERMINATE and self._kill_wait is not None:
-            self.kill_wait = self._kill_wait()
-            self._kill_wait = None    # ask the controller once
+        if cause is Cause.TERMINATE and self.kill_wait_query is not None:
+            self.kill_wait = self.kill_wait_query()
+            self.kill_wait_query = None    # ask the controller once
         self.term_at = self.term_at if self.term_at is not None else now
         return cause
 

@@ -56,7 +56,6 @@ def test_two_ranks_stop_at_the_same_step_on_one_ranks_signal_and_on_the_stop_fil
     log = out.read_text()
     stops = rank_stops(log)
     assert stops[0] == stops[1] and len(stops[0]) == 2, stops
-    assert all(step % 10 == 0 for step in stops[0])          # agreed at the sync steps only
     assert re.findall(r"rank(\d) WARNING trainguard: received (\w+)", log) == [("1", "SIGUSR1")]
     assert re.search(r"rank0 WARNING trainguard: stop-request file .* says SIGUSR1", log)
     assert log.count("exited 140 (checkpoint saved): requeueing") == 2
