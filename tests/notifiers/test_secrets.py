@@ -55,9 +55,7 @@ def test_the_config_loader_names_an_unsafe_absolute_secret_file(tmp_path: Path) 
     assert "hunter2" not in text
 
 
-def test_an_unsafe_relative_secret_file_is_refused_at_send_time(tmp_path: Path) -> None:
-    secret_file(tmp_path, 0o604)
-    notifier = channel(tmp_path, """
+MAIL_WITH_RELATIVE_SECRET = """
     [[notify]]
     name = "mail"
     type = "email"
@@ -66,7 +64,22 @@ def test_an_unsafe_relative_secret_file_is_refused_at_send_time(tmp_path: Path) 
     to = "ops@example.org"
     username = "bot"
     password_file = "password"
-    """)
+    """
+
+
+def test_the_config_loader_names_an_unsafe_relative_secret_file(tmp_path: Path) -> None:
+    secret_file(tmp_path, 0o604)
+    with pytest.raises(ConfigError) as caught:
+        config(tmp_path, MAIL_WITH_RELATIVE_SECRET)
+    text = str(caught.value)
+    assert f"key 'password_file' = '{tmp_path / 'password'}'" in text and "mode 0604" in text
+    assert "hunter2" not in text
+
+
+def test_a_secret_file_made_unsafe_after_loading_is_refused_at_send_time(tmp_path: Path) -> None:
+    path = secret_file(tmp_path, 0o600)
+    notifier = channel(tmp_path, MAIL_WITH_RELATIVE_SECRET)
+    path.chmod(0o604)
     with pytest.raises(TransportError) as caught:
         notifier.notify(render(notifier))
     assert caught.value.permanent and "mode 0604" in caught.value.message

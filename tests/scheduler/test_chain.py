@@ -4,7 +4,10 @@ double runs; it hands over on USR1; the stop file ends it for good; a bad config
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from datetime import datetime
@@ -187,3 +190,25 @@ def test_slurm_dropin_still_queued_is_not_submitted_again(chain_site: Site) -> N
     assert second.stdout.strip() == (f"WARNING  cron.hourly/later.slurm: previous job {job} still PENDING; "
                                      "not submitted again")
     assert len(live_jobs(f"{site.job_name}-dropin")) == 1
+
+
+@pytest.mark.timeout(60)
+def test_slurm_dropin_and_job_checks_share_the_ticks_one_squeue(chain_site: Site, tmp_path: Path) -> None:
+    site = chain_site
+    site.write_config('[[check]]\nname = "train"\ntype = "job"\n'
+                      f'job_name = "{site.job_name}-train"\n')
+    site.dropin("later.slurm", f"#!/bin/bash\n#SBATCH --job-name={site.job_name}-dropin\n#SBATCH --time=1\n"
+                "#SBATCH --begin=now+1hour\ntrue\n", mode=0o600)
+    first = site.watchdogs("run", "--once")
+    job = first.stdout.split("submitted job ")[1].split()[0]
+    calls, shim = tmp_path / "squeue-calls", tmp_path / "bin"
+    shim.mkdir()
+    real = shutil.which("squeue")
+    (shim / "squeue").write_text(f'#!/bin/sh\necho "$@" >> {calls}\nexec {real} "$@"\n')
+    (shim / "squeue").chmod(0o700)
+    env = {**site.env(), "PATH": f"{shim}:{os.environ['PATH']}"}
+    argv = [sys.executable, "-m", "watchdogs", "--config", str(site.config), "run", "--once"]
+    second = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env, cwd=site.root)
+    assert f"previous job {job} still PENDING; not submitted again" in second.stdout
+    assert "CRITICAL train:" in " ".join(second.stdout.split()), second.stdout
+    assert len(calls.read_text().splitlines()) == 1, calls.read_text()

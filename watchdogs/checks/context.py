@@ -19,11 +19,15 @@ T = TypeVar("T")
 
 class TickContext:
     def __init__(self, now: datetime, store: StateStore, checks: Sequence[Check] = (),
-                 env: Mapping[str, str] | None = None, config: Config | None = None) -> None:
+                 env: Mapping[str, str] | None = None, config: Config | None = None,
+                 watchers: Sequence[object] = ()) -> None:
         self.now = now
         self.config = config
         self.store = store
         self.checks = tuple(checks)
+        # Non-check parts of the tick that want jobs in the tick's one squeue snapshot
+        # (objects with `watched_jobs(ctx)`, like the checks that watch jobs).
+        self.watchers = tuple(watchers)
         self.env: Mapping[str, str] = dict(env or {})
         self.results: dict[str, CheckResult] = {}
         self._shared: dict[str, tuple[bool, Any]] = {}

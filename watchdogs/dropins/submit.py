@@ -7,12 +7,16 @@ itself, and a busy queue does not pile up copies.
 """
 from __future__ import annotations
 
+import re
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from watchdogs.checks.context import TickContext
 from watchdogs.result import CheckResult, Status
-from watchdogs.slurmctl.runner import BUSY_MARKERS, run_slurm
+from watchdogs.slurmctl.jobspec import JobSpec
+from watchdogs.slurmctl.runner import BUSY_MARKERS
+from watchdogs.slurmctl.snapshot import job_snapshot
 
 SBATCH_TIMEOUT_S = 30.0
 UNREACHABLE = (*BUSY_MARKERS, "Unable to contact slurm controller", "Connection refused")
@@ -20,14 +24,27 @@ ACTIVE_STATES = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", 
                  "SUSPENDED", "REQUEUE_HOLD", "REQUEUE_FED", "STAGE_OUT", "SIGNALING")
 
 
-def my_active_jobs(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """job id -> state of this user's pending/running jobs: one squeue call."""
-    reply = run_slurm(["squeue", "--me", "--noheader", "--format=%i %T"], env=env)
-    jobs = {}
-    for line in reply.stdout.splitlines():
-        parts = line.split()
-        if len(parts) == 2:
-            jobs[parts[0]] = parts[1]
+# This user's jobs, whatever their name: what a *.slurm drop-in's previous job is among.
+OWN_JOBS = JobSpec(job_regex=re.compile(".*"))
+
+
+class OwnJobsWatcher:
+    """Puts this user's jobs into the tick's one squeue snapshot (shared with the `job`
+    checks), so asking "is the previous submission still queued?" costs no extra call."""
+
+    def watched_jobs(self, ctx: TickContext) -> list[JobSpec]:
+        return [OWN_JOBS]
+
+
+def my_active_jobs(ctx: TickContext) -> dict[str, str]:
+    """job id -> state of this user's jobs, from the tick's squeue snapshot. An array's
+    tasks also answer to the array's own id (what sbatch printed)."""
+    snapshot = job_snapshot(ctx, OWN_JOBS)
+    jobs: dict[str, str] = {}
+    for row in snapshot.matching(OWN_JOBS):
+        if row.state in ACTIVE_STATES:
+            jobs[row.raw_id] = row.state
+            jobs.setdefault(row.array_job_id or row.raw_id, row.state)
     return jobs
 
 

@@ -22,7 +22,7 @@ from watchdogs import units
 from watchdogs.checks.base import run_check
 from watchdogs.checks.context import TickContext
 from watchdogs.dropins.execute import SHUTDOWN, DropInProcess
-from watchdogs.dropins.submit import my_active_jobs, still_active, submit
+from watchdogs.dropins.submit import OwnJobsWatcher, my_active_jobs, still_active, submit
 from watchdogs.errors import WatchdogsError
 from watchdogs.result import CheckResult, Status
 from watchdogs.scheduler.items import Item
@@ -97,7 +97,7 @@ class Runner:
         self.records.started_many([(i.id, i.kind) for i in fresh], self.instance, now)
         ctx = TickContext(datetime.fromtimestamp(now, timezone.utc), self.store,
                           checks=[i.check for i in fresh if i.check is not None], env=self.env,
-                          config=self.config)
+                          config=self.config, watchers=self._watchers(fresh))
         runs = {i.id: Run(i, now, (due or {}).get(i.id)) for i in fresh}
         self.running.update(runs)
         for run in runs.values():
@@ -107,6 +107,13 @@ class Runner:
                                           name=f"run:{run.item.id}")
             run.thread.start()
         return skipped
+
+    def _watchers(self, items: Sequence[Item]) -> list[object]:
+        """A *.slurm drop-in with an earlier submission asks whether that job still runs:
+        through the tick's one squeue, together with the `job` checks."""
+        records = self.records.items()
+        slurm = [i for i in items if i.kind == "slurm" and records.get(i.id, {}).get("last_job_id")]
+        return [OwnJobsWatcher()] if slurm else []
 
     def settle(self, finished: FinishedRun) -> None:
         """Called by the scheduler loop for each finished run it takes off the queue."""
@@ -168,7 +175,7 @@ class Runner:
         previous = self.records.items().get(run.item.id, {}).get("last_job_id")
         if previous:
             try:
-                active = ctx.shared("dropins.my_active_jobs", lambda: my_active_jobs(env))
+                active = my_active_jobs(ctx)
             except WatchdogsError as exc:
                 return CheckResult(Status.UNKNOWN, f"cannot tell whether job {previous} still runs: "
                                    f"{exc}"), None

@@ -41,7 +41,7 @@ def slurm_env(ctx: TickContext) -> dict[str, str] | None:
 
 def watched_specs(ctx: TickContext) -> list[JobSpec]:
     specs: list[JobSpec] = []
-    for check in ctx.checks:
+    for check in (*ctx.checks, *ctx.watchers):
         watched = getattr(check, "watched_jobs", None)
         if watched is None:
             continue
