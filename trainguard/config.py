@@ -58,6 +58,7 @@ class GuardConfig:
     sync_interval: float = 1.0               # s between agreements after it (0: every sync_every steps)
     max_restarts_without_progress: int = 3
     self_requeue: bool = False               # call `scontrol requeue` itself (no batch script template)
+    fast_exit: bool = True                   # skip the interpreter's finalisation after a guard exit
     policy: Policy = field(default_factory=Policy)
 
     def __post_init__(self) -> None:
@@ -80,7 +81,7 @@ _DURATIONS = ("forced_exit", "exit_after", "sync_interval", "endtime_every", "wa
               "safety_margin", "step_window", "file_every", "memory_every", "heartbeat_every")
 _SIZES = ("max_rss", "min_available", "min_gpu_free")
 _INTS = ("keep", "sync_every", "max_restarts_without_progress")
-_BOOLS = ("use_slurm_endtime", "self_requeue")
+_BOOLS = ("use_slurm_endtime", "self_requeue", "fast_exit")
 
 
 def _duration(name: str, value: Any) -> float | None:

@@ -33,6 +33,7 @@ from trainguard.causes import EXIT_NO_PROGRESS, Cause, Decision, decide
 from trainguard.checkpoint import Checkpoint, Checkpoints
 from trainguard.config import GuardConfig
 from trainguard.deadline import Deadline, Margin, StepTimes
+from trainguard.fast_exit import FastExit
 from trainguard.files import FileWatch
 from trainguard.forced_exit import ForcedExit
 from trainguard.heartbeat import HeartbeatWriter
@@ -71,6 +72,7 @@ class Guard:
                                           self.job.job_id) if cfg.heartbeat_dir is not None else None)
         self.forced = (ForcedExit(self.signals, self._forced_timeout, clock, self._write_exit_code)
                        if cfg.forced_exit != 0 else None)
+        self.fast_exit = FastExit()
         self.resumed: Checkpoint | None = None
         self.last_step = -1
         self.save_time = cfg.save_estimate
@@ -96,6 +98,8 @@ class Guard:
         if self.forced is not None:
             self.forced.start()
         lifecycle.write_pid(self.config.pid_file)
+        if self.config.fast_exit:
+            self.fast_exit.install()
         if self.files is not None and self.files.kill_switch_present():
             self._stop_at_start(Cause.KILL_SWITCH, f"kill switch {self.config.kill_switch} is present")
         return self
@@ -297,9 +301,9 @@ class Guard:
 
     def _exit_process(self, code: int) -> None:
         # sys.exit, not os._exit: the training's finally blocks and atexit handlers (log
-        # flushing, experiment trackers) still run; the exit code tells the batch script
-        # whether to requeue (140) or not (anything else).
+        # flushing, experiment trackers) still run (fast_exit.py then skips the slow
+        # finalisation); the exit code tells the batch script whether to requeue (140).
         self._write_exit_code(code)
         lifecycle.destroy_process_group(self.agreement)
-        sys.stdout.flush()
+        self.fast_exit.arm(code)
         sys.exit(code)

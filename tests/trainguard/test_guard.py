@@ -43,6 +43,7 @@ def make_guard(tmp_path: Path) -> Iterator[Any]:
              **settings: Any) -> Guard:
         settings.setdefault("checkpoint_dir", tmp_path / "ckpt")
         settings.setdefault("forced_exit", 0)
+        settings.setdefault("fast_exit", False)   # would end pytest itself with the guard's code
         training = training or Training(clock)
         guard = Guard(config_from({}, **settings), save=training.save, load=training.load,
                       clock=clock, wall=lambda: clock.now + 1.7e9, job=job)

@@ -61,3 +61,41 @@ def test_a_corrupt_newest_checkpoint_falls_back_to_the_previous_and_ends_identic
     assert done.returncode == 0, done.stderr[-2000:]
     assert f"loading {newest} failed" in done.stderr and f"resumed from {previous}" in done.stderr
     assert digest_of(done.stdout) == reference_digest("--steps", "300")
+
+
+FAST_EXIT_SCRIPT = """
+import atexit, os, sys
+atexit.register(lambda: print("atexit before the guard", flush=True))
+from trainguard import Guard, config_from
+from trainguard.slurm import JobEnv
+guard = Guard(config_from({{}}, checkpoint_dir={ckpt!r}, fast_exit={fast}), job=JobEnv(),
+              save=lambda d: (d / "w").write_text("w")).start()
+atexit.register(lambda: print("atexit after the guard", flush=True))
+class Finalised:
+    def __del__(self):
+        print("finalised", flush=True)
+keep = Finalised()
+try:
+    with guard:
+        guard.resume()
+        os.kill(os.getpid(), 10)
+        guard.step(0)
+finally:
+    print("finally ran", flush=True)
+"""
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_a_guard_exit_runs_finally_and_the_later_atexit_handlers_and_keeps_its_code(
+        tmp_path: Path, fast: bool) -> None:
+    script = FAST_EXIT_SCRIPT.format(ckpt=str(tmp_path / "ckpt"), fast=fast)
+    proc = subprocess.run([PYTHON, "-c", script], capture_output=True, text=True, timeout=30,
+                          env=train_env())
+    assert proc.returncode == 140, proc.stderr
+    assert "stopping after step 0: user_signal -> exit 140" in proc.stderr   # logging flushed
+    lines = proc.stdout.splitlines()
+    assert lines[:2] == ["finally ran", "atexit after the guard"]
+    # The fast exit skips the finalisation (module globals' __del__) and the atexit
+    # handlers registered before guard.start(), as documented.
+    assert ("atexit before the guard" in lines) is (not fast)
+    assert ("finalised" in lines) is (not fast)
