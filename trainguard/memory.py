@@ -2,10 +2,11 @@
 
 Thresholds, each optional: this process's RSS above `max_rss`; the system's available
 memory below `min_available`; free memory of the current CUDA device below `min_gpu_free`.
-Costs (measured on the development machine): RSS ~10 us and available memory ~20 us
-(psutil reads /proc); `torch.cuda.mem_get_info` is a cudaMemGetInfo driver call, tens of
-microseconds, which does not synchronise the stream. The guard calls `check()` at most
-every `memory_every` seconds.
+Cost: ~50 us for RSS and available memory together (psutil reads /proc; measured by
+benchmarks/guard_overhead.py); `torch.cuda.mem_get_info` is one cudaMemGetInfo driver call
+(typically tens of microseconds; it does not synchronise the stream, but it creates a CUDA
+context if the process has none, so it is only called once CUDA is initialised). The guard
+calls `check()` at most every `memory_every` seconds.
 """
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ import pytest
 from tests.helpers import sh, wait_for
 from tests.trainguard.support import (
     REQUEUE_SCRIPT,
+    TRAIN_TINY,
     Cluster,
     assert_no_gap_no_repeat,
     digest_of,
@@ -140,3 +141,20 @@ def test_the_save_switch_saves_removes_the_file_and_training_goes_on(
     assert len(saved) == 1 and saved[0] <= saved_at < 299 and stops(log) == []
     assert cluster.field(job, "Restarts") == "0"
     assert digest_of(log) == reference_digest("--steps", "300")
+
+
+@pytest.mark.timeout(90)
+def test_without_the_template_self_requeue_asks_scontrol_itself(
+        cluster: Cluster, tmp_path: Path) -> None:
+    # `exec`: python is the batch step's process itself, so it gets the shell's signal.
+    wrap = (f"exec python3 {TRAIN_TINY} --steps 3000 --step-sleep 0.02 --step-log {tmp_path / 'steps'} "
+            f"--guard checkpoint_dir={tmp_path / 'ckpt'} --guard self_requeue=true")
+    job = cluster.sbatch(None, sbatch_args=("--requeue", "--open-mode=append", "-o",
+                                            str(tmp_path / "out.log"), "--wrap", wrap))
+    wait_for_step(tmp_path / "steps", 20)
+    sh("scancel", "--batch", "--signal=USR1", job)
+    wait_for(lambda: cluster.field(job, "Restarts") == "1", 30, 0.25, "the job requeued by trainguard")
+    log = (tmp_path / "out.log").read_text()
+    (step, cause, code), = stops(log)
+    assert (cause, code) == ("user_signal", 140)
+    assert (tmp_path / "ckpt" / f"step-{step:08d}").is_dir()
