@@ -34,7 +34,7 @@ def test_a_hung_loop_is_ended_by_the_forced_exit_timer(tmp_path: Path) -> None:
     finally:
         proc.kill()
     assert proc.returncode == 140                       # the time-limit code: the script requeues
-    assert 1.5 < took < 5.0, took
+    assert 1.5 < took < 8.0, took                      # timer 2 s, polled every 0.1 s; a loaded host
     assert "forced exit with code 140" in err and "in <module>" in err   # the stack dump
     assert not (tmp_path / "ckpt" / step_name(4)).exists()
 
