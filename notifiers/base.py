@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from notifiers.secrets import Secret, load_secret, scrub
 from watchdogs.config.model import NotifyConfig
-from watchdogs.config.options import Option
+from watchdogs.configured import Configured
 
 if TYPE_CHECKING:
     from notifiers.render import Batch, Templates
@@ -52,31 +52,18 @@ class Message:
     """Recipients already served by an earlier, partly failed attempt."""
 
 
-class Notifier(ABC):
+class Notifier(Configured, ABC):
     type_name: ClassVar[str]
-    options: ClassVar[Mapping[str, Option]] = {}
     secret_keys: ClassVar[tuple[tuple[str, str], ...]] = ()
     """(env key, file key) pairs of options naming a secret, checked by `check_secrets`."""
 
     def __init__(self, config: NotifyConfig, env: Mapping[str, str] | None = None) -> None:
-        self.config = config
+        self.config: NotifyConfig = config
         self.env: Mapping[str, str] = os.environ if env is None else env
         self._secrets: list[Secret] = []
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} name={self.name!r}>"
-
-    @property
-    def name(self) -> str:
-        return self.config.name
-
-    @property
-    def opts(self) -> Mapping[str, Any]:
-        return self.config.options
-
-    @classmethod
-    def validate_options(cls, values: Mapping[str, Any]) -> list[tuple[str, Any, str]]:
-        return []
 
     @abstractmethod
     def notify(self, message: Message) -> None:

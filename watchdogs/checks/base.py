@@ -3,39 +3,25 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from watchdogs.checks.context import TickContext
 from watchdogs.config.model import CheckConfig
-from watchdogs.config.options import Option
+from watchdogs.configured import Configured
 from watchdogs.errors import WatchdogsError
 from watchdogs.result import CheckResult, Status
 
 
-class Check(ABC):
+class Check(Configured, ABC):
     """Subclass, set `type_name` and `options`, implement `run`, and register the class in the
     `watchdogs.checks` entry-point group."""
 
     type_name: ClassVar[str]
-    options: ClassVar[Mapping[str, Option]] = {}
     references: ClassVar[Mapping[str, str]] = {}
     """Option keys whose value names another [[check]], mapped to the type it must have."""
 
     def __init__(self, config: CheckConfig) -> None:
-        self.config = config
-
-    @property
-    def name(self) -> str:
-        return self.config.name
-
-    @property
-    def opts(self) -> Mapping[str, Any]:
-        return self.config.options
-
-    @classmethod
-    def validate_options(cls, values: Mapping[str, Any]) -> list[tuple[str, Any, str]]:
-        """Cross-key rules, as (key, value, expected). Runs only when every key parsed."""
-        return []
+        self.config: CheckConfig = config
 
     @abstractmethod
     def run(self, ctx: TickContext) -> CheckResult:

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 from watchdogs.checks.base import Check
 from watchdogs.checks.context import TickContext
 from watchdogs.config.options import Option, duration, integer, path, regex, string, string_list
-from watchdogs.errors import SlurmError
+from watchdogs.errors import SlurmError, WatchdogsError
 from watchdogs.result import CheckResult, Status
 from watchdogs.slurmctl import resubmit
 from watchdogs.slurmctl.jobinfo import LastState, last_state
@@ -152,3 +152,31 @@ class JobCheck(Check):
 def _numeric(job_id: str) -> int:
     """Job ids grow with time: the largest remembered one is the most recent instance."""
     return int(job_id) if job_id.isdigit() else 0
+
+
+def linked_job_check(ctx: TickContext, name: str | None) -> JobCheck | None:
+    """The `job` check called `name`: this tick's own instance when it is due now, else one
+    made from the config, so a linked check can judge the job in a tick of its own."""
+    if name is None:
+        return None
+    for check in ctx.checks:
+        if check.name == name and isinstance(check, JobCheck):
+            return check
+    config = ctx.config.check(name) if ctx.config is not None else None
+    if config is None or config.type != JobCheck.type_name:
+        raise WatchdogsError(f"job: no `job` check named {name!r}")
+    return JobCheck(config)
+
+
+class WatchesLinkedJob:
+    """For check types whose `job` key names a `job` check: that job joins the tick's one
+    squeue snapshot."""
+
+    opts: Mapping[str, Any]
+
+    def linked_job(self, ctx: TickContext) -> JobCheck | None:
+        return linked_job_check(ctx, self.opts.get("job"))
+
+    def watched_jobs(self, ctx: TickContext) -> list[JobSpec]:
+        linked = self.linked_job(ctx)
+        return [linked.spec] if linked is not None else []

@@ -14,19 +14,17 @@ from typing import Any, ClassVar
 from trainguard.heartbeat import Heartbeat
 from watchdogs.checks.base import Check
 from watchdogs.checks.context import TickContext
-from watchdogs.checks.job import JobCheck
+from watchdogs.checks.job import WatchesLinkedJob
 from watchdogs.config.options import Option, duration, path, regex, size, string
-from watchdogs.errors import WatchdogsError
 from watchdogs.fsprobe import staleness
 from watchdogs.fsprobe.bounded import probe
 from watchdogs.result import CheckResult, Status, worst
-from watchdogs.slurmctl.jobspec import JobSpec
 from watchdogs.slurmctl.jobstatus import RUNNING, Assessment
 
 MEMORY = "check.log_stale"
 
 
-class LogStaleCheck(Check):
+class LogStaleCheck(WatchesLinkedJob, Check):
     type_name = "log_stale"
     options: ClassVar[Mapping[str, Option]] = {
         "path": Option(path, help="the log file, or a glob whose newest match is watched"),
@@ -49,25 +47,8 @@ class LogStaleCheck(Check):
             return [("progress", values["progress"].pattern, "a path whose log it is read from")]
         return []
 
-    def watched_jobs(self, ctx: TickContext) -> list[JobSpec]:
-        linked = self._job_check(ctx)
-        return [linked.spec] if linked is not None else []
-
-    def _job_check(self, ctx: TickContext) -> JobCheck | None:
-        """The linked job check, from this tick or from the config when it is not due now."""
-        name = self.opts.get("job")
-        if name is None:
-            return None
-        for check in ctx.checks:
-            if check.name == name and isinstance(check, JobCheck):
-                return check
-        config = ctx.config.check(name) if ctx.config is not None else None
-        if config is None or config.type != JobCheck.type_name:
-            raise WatchdogsError(f"job: no `job` check named {name!r}")
-        return JobCheck(config)
-
     def run(self, ctx: TickContext) -> CheckResult:
-        linked = self._job_check(ctx)
+        linked = self.linked_job(ctx)
         job = linked.assess(ctx) if linked is not None else None
         if isinstance(job, Assessment) and job.kind != RUNNING:
             return CheckResult(Status.OK, f"not judged while job check {linked.name!r} is "

@@ -11,13 +11,12 @@ from typing import Any, ClassVar
 
 from watchdogs.checks.base import Check
 from watchdogs.checks.context import TickContext
-from watchdogs.checks.job import JobCheck
+from watchdogs.checks.job import WatchesLinkedJob
 from watchdogs.config.options import Option, count, duration, integer, limit, string, string_list
-from watchdogs.errors import SlurmError, WatchdogsError
+from watchdogs.errors import SlurmError
 from watchdogs.result import CheckResult, Metric, Status
 from watchdogs.slurmctl.backoff import guarded
 from watchdogs.slurmctl.hostlist import expand
-from watchdogs.slurmctl.jobspec import JobSpec
 from watchdogs.slurmctl.jobstatus import Assessment
 from watchdogs.slurmctl.sinfo import NodeRow, reservation_nodes, run_sinfo
 from watchdogs.slurmctl.slurmtime import format_clock
@@ -31,7 +30,7 @@ EVENTS_DDL = (
 )
 
 
-class NodesCheck(Check):
+class NodesCheck(WatchesLinkedJob, Check):
     type_name = "nodes"
     options: ClassVar[Mapping[str, Option]] = {
         "partition": Option(string_list, help="only nodes of these partitions (default: all)"),
@@ -43,21 +42,6 @@ class NodesCheck(Check):
         "flapping_window": Option(duration, default=7 * 86400.0),
     }
     references: ClassVar[Mapping[str, str]] = {"job": "job"}
-
-    def watched_jobs(self, ctx: TickContext) -> list[JobSpec]:
-        linked = self._job_check(ctx)
-        return [linked.spec] if linked is not None else []
-
-    def _job_check(self, ctx: TickContext) -> JobCheck | None:
-        name = self.opts.get("job")
-        if name is None:
-            return None
-        config = ctx.config.check(name) if ctx.config is not None else None
-        if config is None:
-            config = next((c.config for c in ctx.checks if c.name == name), None)
-        if config is None or config.type != JobCheck.type_name:
-            raise WatchdogsError(f"job: no `job` check named {name!r}")
-        return JobCheck(config)
 
     def run(self, ctx: TickContext) -> CheckResult:
         try:
@@ -89,7 +73,7 @@ class NodesCheck(Check):
     def _wanted(self, ctx: TickContext) -> set[str] | None | CheckResult:
         """The nodes of the linked job and/or reservation; None: no such restriction."""
         wanted: set[str] | None = None
-        linked = self._job_check(ctx)
+        linked = self.linked_job(ctx)
         if linked is not None:
             job = linked.assess(ctx)
             if not isinstance(job, Assessment):

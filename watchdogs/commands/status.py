@@ -64,7 +64,8 @@ def render(data: dict[str, Any], stale_after: float) -> str:
 
 def _scheduler_lines(s: dict[str, Any], now: float, stale_after: float) -> list[str]:
     inst = s["instance"]
-    chain = ", ".join(f"job {j['job_id']} {j['state']}" + (f" ({j['reason']})" if j["state"] == "PENDING" else "")
+    chain = ", ".join(f"job {j['job_id']} {j['state']}"
+                      + (f" ({j['reason']})" if j["state"] == "PENDING" else "")
                       for j in s["chain_jobs"]) or "none"
     slurm = f"{s['job_name']} jobs: {chain}"
     if s["slurm_error"]:
