@@ -42,6 +42,14 @@ demo: install
 	slurm/dev-cluster up
 	SLURM_CONF=$(WATCHDOGS_CLUSTER_DIR)/slurm.conf PATH=$(CURDIR)/$(VENV)/bin:$$PATH slurm/demo
 
+# Every benchmark script; each compares against the alternative in the same run (figures
+# in the README). Needs the local cluster for the squeue and scheduler benchmarks.
+BENCHMARKS := $(wildcard benchmarks/*.py)
+bench: install
+	slurm/dev-cluster up
+	set -e; for b in $(BENCHMARKS); do echo "== $$b"; \
+	  SLURM_CONF=$(WATCHDOGS_CLUSTER_DIR)/slurm.conf $(PY) $$b; done
+
 lint: install
 	$(VENV)/bin/ruff check .
 

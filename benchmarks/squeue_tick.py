@@ -8,8 +8,8 @@ Measures, in the same run:
   * the output format: the fixed `-o` format (filtered and unfiltered) vs `--json` (which
     ignores every filter on Slurm 22.05), each repeated and the median kept.
 
-    WATCHDOGS_CLUSTER_DIR=/tmp/wd-cluster-checks slurm/dev-cluster up
-    SLURM_CONF=/tmp/wd-cluster-checks/slurm.conf .venv/bin/python benchmarks/squeue_tick.py
+    slurm/dev-cluster up
+    SLURM_CONF=/tmp/watchdogs-dev-cluster/slurm.conf .venv/bin/python benchmarks/squeue_tick.py
 
 Every job it submits is cancelled at the end, whatever happens.
 """
