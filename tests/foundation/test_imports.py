@@ -15,20 +15,26 @@ REPO = Path(__file__).resolve().parents[2]
 def test_top_level_packages_come_from_this_distribution() -> None:
     for module in (watchdogs, notifiers, trainguard):
         assert Path(module.__file__).resolve().parent.parent == REPO, module.__file__
-    dist = metadata.distribution("slurm-watchdogs")
-    assert dist.metadata["Name"] == "slurm-watchdogs"
-    top = {Path(f.parts[0]).name for f in dist.files or [] if f.parts}
-    assert "watchdogs" in {ep.name for ep in metadata.entry_points(group="console_scripts")
-                           if ep.value.startswith("watchdogs.")} or top
+    (script,) = [ep for ep in metadata.entry_points(group="console_scripts") if ep.name == "watchdogs"]
+    assert script.value == "watchdogs.cli:main"
+    assert script.dist is not None and script.dist.metadata["Name"] == "slurm-watchdogs"
 
 
-def test_entry_point_groups_name_this_projects_classes() -> None:
-    for group in ("watchdogs.checks", "watchdogs.notifiers"):
-        eps = metadata.entry_points(group=group)
-        assert eps, group
-        for ep in eps:
-            if ep.dist is not None and ep.dist.metadata["Name"] == "slurm-watchdogs":
-                assert ep.value.split(".")[0] in ("watchdogs", "notifiers"), ep
+EXPECTED_PLUGINS = {
+    "watchdogs.checks": {"job", "log_stale", "disk", "nodes"},
+    "watchdogs.notifiers": {"console", "logfile", "email", "slack", "sms", "webhook"},
+}
+
+
+def test_entry_point_groups_load_this_projects_classes() -> None:
+    for group, names in EXPECTED_PLUGINS.items():
+        ours = {ep.name: ep for ep in metadata.entry_points(group=group)
+                if ep.dist is not None and ep.dist.metadata["Name"] == "slurm-watchdogs"}
+        assert set(ours) == names, group
+        for ep in ours.values():
+            cls = ep.load()
+            assert cls.__module__.split(".")[0] in ("watchdogs", "notifiers"), ep
+            assert cls.type_name == ep.name, ep
 
 
 def test_trainguard_imports_without_torch(tmp_path: Path) -> None:
