@@ -27,10 +27,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.notifiers.fakes
 
-from notifiers.render import AlertEvent, Batch, Templates  # noqa: E402 - after the path fix
+from notifiers.render import Templates  # noqa: E402 - after the path fix
 from tests.notifiers.fakes import FakeHTTP, SmtpServer  # noqa: E402 - after the path fix
 from watchdogs.alerts import build_sink  # noqa: E402 - after the path fix
 from watchdogs.alerts.channels import build_notifier  # noqa: E402 - after the path fix
+from watchdogs.alerts.events import AlertEvent, Batch  # noqa: E402 - after the path fix
 from watchdogs.config import load_config  # noqa: E402 - after the path fix
 from watchdogs.result import CheckResult, Status  # noqa: E402 - after the path fix
 from watchdogs.sink import ItemOutcome  # noqa: E402 - after the path fix
@@ -99,7 +100,7 @@ def ungrouped_email_run(n: int) -> dict[str, float]:
         path.write_text(channels_toml(smtp.port, "", "", "", only_email=True))
         notifier = build_notifier(load_config(path).notifiers[0])
         templates = Templates()
-        events = [AlertEvent(o.item, "alert", o.result.status.name, "OK", o.result.summary, T0, T0,
+        events = [AlertEvent(o.item, "alert", o.result.status, Status.OK, o.result.summary, T0, T0,
                              details=o.result.details, context=dict(o.result.context), runbook=o.runbook)
                   for o in storm(n, T0)]
         messages = []

@@ -18,7 +18,8 @@ from watchdogs.config.model import NotifyConfig
 from watchdogs.configured import Configured
 
 if TYPE_CHECKING:
-    from notifiers.render import Batch, Templates
+    from notifiers.render import Templates
+    from watchdogs.alerts.events import Batch
 
 
 class TransportError(Exception):

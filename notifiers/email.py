@@ -14,12 +14,16 @@ import ssl
 from collections.abc import Mapping
 from email.message import EmailMessage
 from email.utils import formatdate
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from notifiers.base import Message, Notifier, TransportError
 from notifiers.common import secret_pair_problems
 from watchdogs.config.options import Option, boolean, duration, integer, path, string, string_list
 from watchdogs.errors import SecretError
+
+if TYPE_CHECKING:
+    from notifiers.render import Templates
+    from watchdogs.alerts.events import Batch
 
 LOG = logging.getLogger("notifiers.email")
 
@@ -67,7 +71,7 @@ class EmailNotifier(Notifier):
         return (f"email to {', '.join(self.opts['to'])} via {scheme}://{self.opts['host']}:{self.port}"
                 f"{how}{login}")
 
-    def render(self, batch: Any, templates: Any) -> Message:
+    def render(self, batch: Batch, templates: Templates) -> Message:
         return templates.message(batch, self.type_name, html=self.opts["html"])
 
     def notify(self, message: Message) -> None:

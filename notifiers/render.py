@@ -1,4 +1,5 @@
-"""What a channel renders: alert events grouped into a batch, through jinja2 templates.
+"""What a channel renders: alert events grouped into a batch (`watchdogs.alerts.events`),
+through jinja2 templates.
 
 Templates are looked up as `<channel type>.<part>.j2`, then `default.<part>.j2` (parts:
 `subject`, `txt`, `html`), first in the user's folder (`[alerts] templates`), then in the
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -17,95 +17,10 @@ from typing import Any
 import jinja2
 
 from notifiers.base import Message
+from watchdogs.alerts.events import Batch
 
 LOG = logging.getLogger("notifiers.render")
 BUILTIN = Path(__file__).resolve().parent / "templates"
-_SEVERITY_ORDER = {"resolved": 0, "ok": 0, "test": 1, "warning": 2, "unknown": 3, "critical": 4}
-
-
-@dataclass(frozen=True)
-class AlertEvent:
-    """One thing to tell people about one item (a check or a drop-in)."""
-
-    item: str
-    state: str
-    """alert (new problem), changed (severity or what is broken changed), repeat (still
-    failing), resolved, or test."""
-    status: str
-    """The reading behind it: OK, WARNING, CRITICAL, UNKNOWN."""
-    previous: str
-    """What was announced before ("OK" for a new alert)."""
-    summary: str
-    since: datetime
-    at: datetime
-    kind: str = "check"
-    details: tuple[str, ...] = ()
-    context: Mapping[str, str] = field(default_factory=dict)
-    runbook: str | None = None
-    note: str = ""
-
-    @property
-    def severity(self) -> str:
-        return "resolved" if self.state == "resolved" else self.status.lower()
-
-    @property
-    def label(self) -> str:
-        return {"resolved": "RESOLVED", "test": "TEST",
-                "changed": f"{self.status} (was {self.previous})" if self.previous != self.status
-                else f"{self.status} (changed)",
-                "repeat": f"{self.status} (still failing)"}.get(self.state, self.status)
-
-    @property
-    def duration(self) -> timedelta:
-        return max(self.at - self.since, timedelta(0))
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"item": self.item, "kind": self.kind, "state": self.state, "status": self.status,
-                "previous": self.previous, "severity": self.severity, "summary": self.summary,
-                "details": list(self.details), "context": dict(self.context),
-                "since": self.since.isoformat(), "at": self.at.isoformat(),
-                "runbook": self.runbook, "note": self.note}
-
-
-@dataclass(frozen=True)
-class Batch:
-    """Everything one tick has to say on one channel: one message."""
-
-    channel: str
-    events: tuple[AlertEvent, ...]
-    at: datetime
-    cluster: str
-    host: str
-    key: str = ""
-
-    @property
-    def problems(self) -> tuple[AlertEvent, ...]:
-        return tuple(e for e in self.events if e.state != "resolved")
-
-    @property
-    def resolved(self) -> tuple[AlertEvent, ...]:
-        return tuple(e for e in self.events if e.state == "resolved")
-
-    @property
-    def severity(self) -> str:
-        return max((e.severity for e in self.events), key=_SEVERITY_ORDER.__getitem__,
-                   default="resolved")
-
-    @property
-    def headline(self) -> str:
-        """"3 problems (2 CRITICAL, 1 WARNING), 1 resolved"."""
-        counts: dict[str, int] = {}
-        for event in self.problems:
-            counts[event.status] = counts.get(event.status, 0) + 1
-        parts = []
-        if self.problems:
-            by = ", ".join(f"{n} {s}" for s, n in sorted(
-                counts.items(), key=lambda kv: -_SEVERITY_ORDER.get(kv[0].lower(), 0)))
-            noun = "problem" if len(self.problems) == 1 else "problems"
-            parts.append(f"{len(self.problems)} {noun} ({by})")
-        if self.resolved:
-            parts.append(f"{len(self.resolved)} resolved")
-        return ", ".join(parts) or "nothing to report"
 
 
 def when(value: datetime) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlsplit
 
 from slack_sdk import WebClient, WebhookClient
@@ -23,6 +23,10 @@ from notifiers.common import http_failure, secret_pair_problems
 from notifiers.secrets import Secret, private_logger
 from watchdogs.config.options import Option, duration, integer, path, string
 from watchdogs.errors import SecretError
+
+if TYPE_CHECKING:
+    from notifiers.render import Templates
+    from watchdogs.alerts.events import Batch
 
 MAX_SECTION = 3000
 MAX_SECTIONS = 45
@@ -121,7 +125,7 @@ class SlackNotifier(Notifier):
         retries = self.opts["max_retries"]
         return (retries + 1) * self.opts["timeout"] + retries * (self.opts["max_retry_wait"] + 1) + 5
 
-    def render(self, batch: Any, templates: Any) -> Message:
+    def render(self, batch: Batch, templates: Templates) -> Message:
         plain = templates.message(batch, self.type_name, limit=self.opts["limit"])
         footer = f"watchdogs on {batch.host} · cluster {batch.cluster} · id {batch.key}"
         blocks = blocks_for(plain.subject, plain.text, footer)

@@ -5,7 +5,7 @@ auth with the account SID and auth token). One request per recipient; the text i
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import requests
 
@@ -13,6 +13,10 @@ from notifiers.base import Message, Notifier, TransportError
 from notifiers.common import http_failure, secret_pair_problems
 from watchdogs.config.options import Option, duration, integer, path, string, string_list
 from watchdogs.errors import SecretError
+
+if TYPE_CHECKING:
+    from notifiers.render import Templates
+    from watchdogs.alerts.events import Batch
 
 API_PATH = "/2010-04-01/Accounts/{sid}/Messages.json"
 
@@ -54,7 +58,7 @@ class SmsNotifier(Notifier):
     def send_budget(self) -> float:
         return len(self.opts["to"]) * self.opts["timeout"] * 2 + 5
 
-    def render(self, batch: Any, templates: Any) -> Message:
+    def render(self, batch: Batch, templates: Templates) -> Message:
         plain = templates.message(batch, self.type_name, limit=5)
         text = cut(plain.text, self.opts["max_length"])
         return Message(plain.subject, text, None, plain.severity, plain.key)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import requests
 
@@ -18,6 +18,10 @@ from notifiers.secrets import guard_logger
 from watchdogs import __version__
 from watchdogs.config.options import Option, duration, integer, path, string
 from watchdogs.errors import SecretError
+
+if TYPE_CHECKING:
+    from notifiers.render import Templates
+    from watchdogs.alerts.events import Batch
 
 
 class WebhookNotifier(Notifier):
@@ -53,7 +57,7 @@ class WebhookNotifier(Notifier):
                                      else f"URL from {self.opts['url_file']}")
         return f"JSON POST to {where}"
 
-    def render(self, batch: Any, templates: Any) -> Message:
+    def render(self, batch: Batch, templates: Templates) -> Message:
         plain = templates.message(batch, self.type_name, limit=self.opts["limit"])
         extra = {"cluster": batch.cluster, "host": batch.host, "at": batch.at.isoformat(),
                  "alerts": [e.as_dict() for e in batch.events]}

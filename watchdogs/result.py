@@ -27,7 +27,11 @@ class Status(enum.IntEnum):
     @property
     def severity(self) -> int:
         """Order for "worst of": UNKNOWN sits between WARNING and CRITICAL."""
-        return {Status.OK: 0, Status.WARNING: 1, Status.UNKNOWN: 2, Status.CRITICAL: 3}[self]
+        return _MILDEST_FIRST.index(self)
+
+
+_MILDEST_FIRST = (Status.OK, Status.WARNING, Status.UNKNOWN, Status.CRITICAL)
+"""The one severity order; alert events (`watchdogs.alerts.events.severity_rank`) use it too."""
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,11 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from notifiers.base import Message, Notifier
-from notifiers.render import AlertEvent, Batch, Templates
+from notifiers.render import Templates
 from watchdogs.alerts.channels import build_notifier
+from watchdogs.alerts.events import AlertEvent, Batch
 from watchdogs.config import Config, load_config
+from watchdogs.result import Status
 
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
 
@@ -33,7 +35,9 @@ def event(item: str = "train-job", status: str = "CRITICAL", state: str = "alert
                                  "details": ("slurmstepd: error: Detected 1 oom_kill event",),
                                  "runbook": "https://wiki.example.org/runbooks/oom"}
     values.update(kw)
-    return AlertEvent(**values)  # type: ignore[arg-type]
+    # Tests name statuses as text ("WARNING"); the event carries the Status itself.
+    values["status"], values["previous"] = Status[str(values["status"])], Status[str(values["previous"])]
+    return AlertEvent(**values)  # type: ignore[arg-type]  # keyword values checked by AlertEvent
 
 
 def batch(*events: AlertEvent, channel: str = "ch", key: str = "wd-test-key-0001") -> Batch:

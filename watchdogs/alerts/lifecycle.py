@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from watchdogs.alerts.events import EventState
 from watchdogs.result import Status
 
 
@@ -56,7 +57,7 @@ class Policy:
 @dataclass(frozen=True)
 class Decision:
     state: ItemState
-    event: str | None
+    event: EventState | None
     """alert, changed, repeat, resolved, or None."""
     previous: Status
     """What had been announced before this decision."""
@@ -83,7 +84,7 @@ def observe(prev: ItemState, reading: Reading, now: float) -> ItemState:
 
 
 def _event(prev: ItemState, state: ItemState, policy: Policy, now: float,
-           silenced: bool) -> tuple[str | None, str]:
+           silenced: bool) -> tuple[EventState | None, str]:
     if state.status is Status.OK:
         return ("resolved", "") if prev.open else (None, "")
     if not prev.open:
@@ -98,7 +99,7 @@ def _event(prev: ItemState, state: ItemState, policy: Policy, now: float,
     return ("repeat", "") if due and prev.acked_at is None else (None, "")
 
 
-def announce(state: ItemState, event: str, now: float, silenced: bool) -> ItemState:
+def announce(state: ItemState, event: EventState, now: float, silenced: bool) -> ItemState:
     """The state once `event` is announced (or withheld by a silence, which counts as
     announced so the lifecycle moves on, plus `muted` so the news goes out when it ends)."""
     if event == "resolved":

@@ -18,12 +18,15 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
+from typing import Literal
 
 from notifiers.base import Message, Notifier, TransportError
-from notifiers.render import AlertEvent, Batch, Templates, plain_message
+from notifiers.render import Templates, plain_message
 from watchdogs.alerts import health, outbox, records, schema, silences
+from watchdogs.alerts.events import AlertEvent, Batch
 from watchdogs.alerts.tick import at_time, by_channel, evaluate
 from watchdogs.config.model import Config
+from watchdogs.result import Status
 from watchdogs.sink import ItemOutcome
 from watchdogs.state.store import StateStore
 
@@ -165,7 +168,7 @@ class AlertSink:
         return bool(down)
 
     def _enqueue_channel_event(self, db: sqlite3.Connection, entry: health.Health, now: datetime,
-                               state: str) -> None:
+                               state: Literal["alert", "resolved"]) -> None:
         failing_since = at_time(entry.failing_since or now.timestamp(), now)
         waiting = db.execute("SELECT COUNT(*) FROM outbox WHERE channel = ? AND delivered IS NULL",
                              (entry.channel,)).fetchone()[0]
@@ -175,10 +178,11 @@ class AlertSink:
                    f"{entry.last_error}" if state == "alert"
                    else f"alert channel {entry.channel} ({kind}) delivers again")
         event = AlertEvent(item=f"channel:{entry.channel}", state=state,
-                           status="CRITICAL" if state == "alert" else "OK", previous="OK" if state == "alert"
-                           else "CRITICAL", summary=summary, since=failing_since, at=now, kind="channel",
+                           status=Status.CRITICAL if state == "alert" else Status.OK,
+                           previous=Status.OK if state == "alert" else Status.CRITICAL,
+                           summary=summary, since=failing_since, at=now, kind="channel",
                            note=f"{waiting} message(s) waiting for it in the outbox")
-        records.log_events(db, [(now.timestamp(), event.item, state, event.status, summary, "", None)])
+        records.log_events(db, [(now.timestamp(), event.item, state, event.status.name, summary, "", None)])
         for other in self.channels:
             if other != entry.channel:
                 self._enqueue(db, other, [event], now)

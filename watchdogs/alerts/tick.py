@@ -7,14 +7,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from notifiers.render import AlertEvent
 from watchdogs.alerts import records, silences
+from watchdogs.alerts.events import AlertEvent, severity_rank
 from watchdogs.alerts.lifecycle import Decision, ItemState, Policy, Reading, decide
 from watchdogs.alerts.routing import channels_for, pick_route
 from watchdogs.config.model import AlertSettings
 from watchdogs.sink import ItemOutcome
-
-_ORDER = {"critical": 0, "unknown": 1, "warning": 2, "resolved": 3}
 
 
 @dataclass(frozen=True)
@@ -45,8 +43,9 @@ def to_event(outcome: ItemOutcome, decision: Decision, prev: ItemState, now: dat
     resolved = decision.event == "resolved"
     since = prev.since if resolved else decision.state.since
     note = f"was {prev.notified.name}: {prev.summary}" if resolved else decision.note
-    return AlertEvent(item=outcome.item, state=decision.event or "", status=result.status.name,
-                      previous=decision.previous.name, summary=result.summary,
+    assert decision.event is not None, "only a decision with an event becomes one"
+    return AlertEvent(item=outcome.item, state=decision.event, status=result.status,
+                      previous=decision.previous, summary=result.summary,
                       since=at_time(since if since is not None else now.timestamp(), now), at=now,
                       kind=outcome.kind, details=tuple(result.details), context=dict(result.context),
                       runbook=outcome.runbook, note=note)
@@ -71,7 +70,7 @@ def evaluate(db: sqlite3.Connection, outcomes: Sequence[ItemOutcome], now: datet
         names = channels_for(route, event.severity, decision.previous.name.lower(), enabled)
         routed.append(Routed(event, names, silence.id if silence else None))
     records.save_states(db, list(states.values()))
-    records.log_events(db, [(ts, r.event.item, r.event.state, r.event.status, r.event.summary,
+    records.log_events(db, [(ts, r.event.item, r.event.state, r.event.status.name, r.event.summary,
                              ",".join(r.channels), r.silenced_by) for r in routed])
     return routed
 
@@ -84,5 +83,5 @@ def by_channel(routed: Sequence[Routed]) -> dict[str, list[AlertEvent]]:
             for name in entry.channels:
                 groups.setdefault(name, []).append(entry.event)
     for events in groups.values():
-        events.sort(key=lambda e: (_ORDER.get(e.severity, 9), e.item))
+        events.sort(key=lambda e: (-severity_rank(e.severity), e.item))
     return groups

@@ -12,10 +12,12 @@ import uuid
 from datetime import datetime
 
 from notifiers.base import TransportError
-from notifiers.render import AlertEvent, Batch, Templates
+from notifiers.render import Templates
 from watchdogs.alerts.channels import build_notifier
+from watchdogs.alerts.events import AlertEvent, Batch
 from watchdogs.commands.base import CommandResult, config_from_args
 from watchdogs.errors import SecretError, WatchdogsError
+from watchdogs.result import Status
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -32,7 +34,7 @@ def _batch(channel: str, severity: str, cluster: str) -> Batch:
         user = getpass.getuser()
     except (KeyError, OSError):
         user = "someone"
-    event = AlertEvent(item="notify-test", state="test", status=severity.upper(), previous="OK",
+    event = AlertEvent(item="notify-test", state="test", status=Status[severity.upper()], previous=Status.OK,
                        summary=f"test message from watchdogs on {host}: channel {channel} works",
                        since=now, at=now, kind="test",
                        note=f"sent by {user} with `watchdogs notify-test {channel}`")

@@ -1,0 +1,112 @@
+"""The alert domain types: what one tick has to tell people (`AlertEvent`), grouped per
+channel into one message (`Batch`).
+
+Both the alert lifecycle (`watchdogs.alerts`) and the channels (`notifiers`) use them, so this
+module sits in the core layer: it imports nothing but `watchdogs.result` (no jinja2, no
+notifiers), and `watchdogs/alerts/__init__.py` imports nothing at module level.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from watchdogs.result import Status
+
+EventState = Literal["alert", "changed", "repeat", "resolved", "test"]
+"""alert (new problem), changed (severity or what is broken changed), repeat (still failing),
+resolved, or test (`watchdogs notify-test`)."""
+
+
+def severity_rank(severity: str) -> float:
+    """How bad an event's severity ("resolved", "test", "ok", "warning", "unknown", "critical")
+    is, on `Status.severity`'s scale, the one order: a resolved event weighs as OK, a test
+    message between OK and WARNING."""
+    if severity == "resolved":
+        return Status.OK.severity
+    if severity == "test":
+        return Status.OK.severity + 0.5
+    return Status[severity.upper()].severity
+
+
+@dataclass(frozen=True)
+class AlertEvent:
+    """One thing to tell people about one item (a check or a drop-in)."""
+
+    item: str
+    state: EventState
+    status: Status
+    """The reading behind it."""
+    previous: Status
+    """What was announced before (OK for a new alert)."""
+    summary: str
+    since: datetime
+    at: datetime
+    kind: str = "check"
+    details: tuple[str, ...] = ()
+    context: Mapping[str, str] = field(default_factory=dict)
+    runbook: str | None = None
+    note: str = ""
+
+    @property
+    def severity(self) -> str:
+        return "resolved" if self.state == "resolved" else self.status.name.lower()
+
+    @property
+    def label(self) -> str:
+        status, previous = self.status.name, self.previous.name
+        return {"resolved": "RESOLVED", "test": "TEST",
+                "changed": f"{status} (was {previous})" if previous != status
+                else f"{status} (changed)",
+                "repeat": f"{status} (still failing)"}.get(self.state, status)
+
+    @property
+    def duration(self) -> timedelta:
+        return max(self.at - self.since, timedelta(0))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"item": self.item, "kind": self.kind, "state": self.state, "status": self.status.name,
+                "previous": self.previous.name, "severity": self.severity, "summary": self.summary,
+                "details": list(self.details), "context": dict(self.context),
+                "since": self.since.isoformat(), "at": self.at.isoformat(),
+                "runbook": self.runbook, "note": self.note}
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Everything one tick has to say on one channel: one message."""
+
+    channel: str
+    events: tuple[AlertEvent, ...]
+    at: datetime
+    cluster: str
+    host: str
+    key: str = ""
+
+    @property
+    def problems(self) -> tuple[AlertEvent, ...]:
+        return tuple(e for e in self.events if e.state != "resolved")
+
+    @property
+    def resolved(self) -> tuple[AlertEvent, ...]:
+        return tuple(e for e in self.events if e.state == "resolved")
+
+    @property
+    def severity(self) -> str:
+        return max((e.severity for e in self.events), key=severity_rank, default="resolved")
+
+    @property
+    def headline(self) -> str:
+        """"3 problems (2 CRITICAL, 1 WARNING), 1 resolved"."""
+        counts: dict[Status, int] = {}
+        for event in self.problems:
+            counts[event.status] = counts.get(event.status, 0) + 1
+        parts = []
+        if self.problems:
+            by = ", ".join(f"{n} {s.name}" for s, n in sorted(counts.items(), key=lambda kv: -kv[0].severity))
+            noun = "problem" if len(self.problems) == 1 else "problems"
+            parts.append(f"{len(self.problems)} {noun} ({by})")
+        if self.resolved:
+            parts.append(f"{len(self.resolved)} resolved")
+        return ", ".join(parts) or "nothing to report"
