@@ -6,10 +6,11 @@ from pathlib import Path
 
 from notifiers.base import Message
 from notifiers.logfile import LogfileNotifier
-from notifiers.render import Batch, Templates
+from notifiers.render import Templates
 from tests.alerts.support import at, lines, logfile, make_sink, outbox, outcome
 from tests.notifiers.fakes import FakeHTTP, SmtpServer
 from watchdogs.alerts import silences, summary
+from watchdogs.alerts.events import Batch
 from watchdogs.alerts.sink import AlertSink
 from watchdogs.result import Status
 
