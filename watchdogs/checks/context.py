@@ -1,12 +1,17 @@
-"""What a tick hands to the checks it runs: the time, the state store, and memoised
-snapshots shared by every check in the tick (one squeue and one sinfo, whatever the
-number of checks)."""
+"""What a tick hands to the checks it runs: the time, the state store, the Slurm command
+runner (`run_slurm`, or recorded output in a unit test), and memoised snapshots shared by
+every check in the tick (one squeue and one sinfo, whatever the number of checks)."""
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
+
+from watchdogs.errors import WatchdogsError
+from watchdogs.slurmctl.jobspec import JobSpec
+from watchdogs.slurmctl.runner import SlurmRunner, run_slurm
+from watchdogs.slurmctl.snapshot import JobSnapshot, fetch, merged_env
 
 if TYPE_CHECKING:
     from watchdogs.checks.base import Check
@@ -20,7 +25,7 @@ T = TypeVar("T")
 class TickContext:
     def __init__(self, now: datetime, store: StateStore, checks: Sequence[Check] = (),
                  env: Mapping[str, str] | None = None, config: Config | None = None,
-                 watchers: Sequence[object] = ()) -> None:
+                 watchers: Sequence[object] = (), runner: SlurmRunner = run_slurm) -> None:
         self.now = now
         self.config = config
         self.store = store
@@ -29,6 +34,7 @@ class TickContext:
         # (objects with `watched_jobs(ctx)`, like the checks that watch jobs).
         self.watchers = tuple(watchers)
         self.env: Mapping[str, str] = dict(env or {})
+        self.runner = runner
         self.results: dict[str, CheckResult] = {}
         self._shared: dict[str, tuple[bool, Any]] = {}
         self._lock = threading.Lock()
@@ -49,3 +55,31 @@ class TickContext:
 
     def checks_of(self, cls: type) -> list[Check]:
         return [c for c in self.checks if isinstance(c, cls)]
+
+    def slurm_env(self) -> dict[str, str] | None:
+        """The tick's environment over ours (SLURM_CONF and friends), or None to inherit."""
+        return merged_env(self.env)
+
+    def watched_specs(self) -> list[JobSpec]:
+        """The JobSpecs of every check and watcher of the tick that watches jobs."""
+        specs: list[JobSpec] = []
+        for check in (*self.checks, *self.watchers):
+            watched = getattr(check, "watched_jobs", None)
+            if watched is None:
+                continue
+            try:
+                specs.extend(s for s in watched(self) if s not in specs)
+            except WatchdogsError:
+                continue  # that check reports its own problem; the others still get a snapshot
+        return specs
+
+    def job_snapshot(self, spec: JobSpec) -> JobSnapshot:
+        """The tick's one squeue snapshot when it covers `spec`; else (a check run outside its
+        tick's check list) a snapshot of its own, still memoised for the tick."""
+        snapshot = self.shared("squeue", lambda: self._fetch(self.watched_specs()))
+        if snapshot.covers(spec):
+            return snapshot
+        return self.shared(f"squeue:{spec!r}", lambda: self._fetch([spec]))
+
+    def _fetch(self, specs: Sequence[JobSpec]) -> JobSnapshot:
+        return fetch(specs, self.store, self.now.timestamp(), self.slurm_env(), self.runner)

@@ -19,7 +19,7 @@ from watchdogs.slurmctl import resubmit
 from watchdogs.slurmctl.jobinfo import LastState, last_state
 from watchdogs.slurmctl.jobspec import JobSpec
 from watchdogs.slurmctl.jobstatus import GONE, RUNNING, Assessment, assess
-from watchdogs.slurmctl.snapshot import SLURM_TIMEOUT_S, JobSnapshot, job_snapshot, slurm_env
+from watchdogs.slurmctl.snapshot import SLURM_TIMEOUT_S, JobSnapshot
 from watchdogs.slurmctl.squeue import JobRow, latest_finished
 from watchdogs.slurmctl.users import resolve_users
 
@@ -73,7 +73,7 @@ class JobCheck(Check):
         asked (log_stale calls this too, for the job it is linked to)."""
         spec = self.spec
         try:
-            snapshot = job_snapshot(ctx, spec)
+            snapshot = ctx.job_snapshot(spec)
         except SlurmError as exc:
             return CheckResult(Status.UNKNOWN, f"cannot ask Slurm about jobs with {spec.describe()}: "
                                                f"{exc} (not assuming the job is gone)")
@@ -107,14 +107,14 @@ class JobCheck(Check):
         return self._resubmit(ctx, summary, context, last)
 
     def _last_state(self, ctx: TickContext) -> LastState | None:
-        snapshot: JobSnapshot = job_snapshot(ctx, self.spec)
+        snapshot: JobSnapshot = ctx.job_snapshot(self.spec)
         row: JobRow | None = latest_finished(snapshot.matching(self.spec))
         remembered = ctx.store.kv_get(MEMORY, self.name, {}).get("job_ids") or []
         job_id = row.raw_id if row is not None else max(remembered, key=_numeric, default=None)
         if job_id is None:
             return None
         try:
-            found = last_state(job_id, SLURM_TIMEOUT_S, slurm_env(ctx))
+            found = last_state(job_id, SLURM_TIMEOUT_S, ctx.slurm_env(), ctx.runner)
         except SlurmError:
             found = None
         if found is None and row is not None:
@@ -146,7 +146,7 @@ class JobCheck(Check):
         # The one side effect of this check: sbatch the user's own script, as the user the
         # watchdog runs as, only after the decision above allowed it.
         return resubmit.submit(script, self.opts.get("job_name"), self.opts.get("cluster"),
-                               SLURM_TIMEOUT_S, slurm_env(ctx))
+                               SLURM_TIMEOUT_S, ctx.slurm_env(), ctx.runner)
 
 
 def _numeric(job_id: str) -> int:

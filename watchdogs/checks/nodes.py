@@ -20,7 +20,7 @@ from watchdogs.slurmctl.hostlist import expand
 from watchdogs.slurmctl.jobstatus import Assessment
 from watchdogs.slurmctl.sinfo import NodeRow, reservation_nodes, run_sinfo
 from watchdogs.slurmctl.slurmtime import format_clock
-from watchdogs.slurmctl.snapshot import SLURM_TIMEOUT_S, slurm_env
+from watchdogs.slurmctl.snapshot import SLURM_TIMEOUT_S
 
 MEMORY = "check.nodes"
 EVENTS_DDL = (
@@ -46,7 +46,8 @@ class NodesCheck(WatchesLinkedJob, Check):
     def run(self, ctx: TickContext) -> CheckResult:
         try:
             rows = ctx.shared("sinfo", lambda: guarded(
-                ctx.store, "sinfo", ctx.now.timestamp(), lambda: run_sinfo(SLURM_TIMEOUT_S, slurm_env(ctx))))
+                ctx.store, "sinfo", ctx.now.timestamp(),
+                lambda: run_sinfo(SLURM_TIMEOUT_S, ctx.slurm_env(), ctx.runner)))
         except SlurmError as exc:
             return CheckResult(Status.UNKNOWN, f"cannot ask Slurm about nodes: {exc}")
         scope = self._scope(ctx, rows)
@@ -87,7 +88,7 @@ class NodesCheck(WatchesLinkedJob, Check):
             try:
                 found = ctx.shared(f"reservation:{name}", lambda: guarded(
                     ctx.store, "scontrol", ctx.now.timestamp(),
-                    lambda: reservation_nodes(name, SLURM_TIMEOUT_S, slurm_env(ctx))))
+                    lambda: reservation_nodes(name, SLURM_TIMEOUT_S, ctx.slurm_env(), ctx.runner)))
             except SlurmError as exc:
                 return CheckResult(Status.UNKNOWN, f"cannot ask Slurm about reservation {name}: {exc}")
             wanted = (wanted or set()) | set(found)

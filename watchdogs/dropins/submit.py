@@ -16,7 +16,6 @@ from watchdogs.checks.context import TickContext
 from watchdogs.result import CheckResult, Status
 from watchdogs.slurmctl.jobspec import JobSpec
 from watchdogs.slurmctl.runner import BUSY_MARKERS
-from watchdogs.slurmctl.snapshot import job_snapshot
 
 SBATCH_TIMEOUT_S = 30.0
 UNREACHABLE = (*BUSY_MARKERS, "Unable to contact slurm controller", "Connection refused")
@@ -39,7 +38,7 @@ class OwnJobsWatcher:
 def my_active_jobs(ctx: TickContext) -> dict[str, str]:
     """job id -> state of this user's jobs, from the tick's squeue snapshot. An array's
     tasks also answer to the array's own id (what sbatch printed)."""
-    snapshot = job_snapshot(ctx, OWN_JOBS)
+    snapshot = ctx.job_snapshot(OWN_JOBS)
     jobs: dict[str, str] = {}
     for row in snapshot.matching(OWN_JOBS):
         if row.state in ACTIVE_STATES:

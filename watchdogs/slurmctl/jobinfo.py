@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from watchdogs.errors import SlurmError
-from watchdogs.slurmctl.runner import run_slurm
+from watchdogs.slurmctl.runner import SlurmRunner
 from watchdogs.slurmctl.slurmtime import format_clock, parse_timestamp
 
 _PAIR = re.compile(r"(?:^|\s)([A-Za-z][\w/:]*)=(.*?)(?=\s+[A-Za-z][\w/:]*=|$)")
@@ -60,18 +60,19 @@ def parse_sacct(text: str, job_id: str) -> LastState | None:
     return None
 
 
-def last_state(job_id: str, timeout: float, env: Mapping[str, str] | None) -> LastState | None:
+def last_state(job_id: str, timeout: float, env: Mapping[str, str] | None,
+               runner: SlurmRunner) -> LastState | None:
     """What the controller, then accounting, knows; None when neither remembers the job."""
     try:
-        reply = run_slurm(["scontrol", "-o", "show", "job", job_id], timeout=timeout, env=env)
+        reply = runner(["scontrol", "-o", "show", "job", job_id], timeout=timeout, env=env)
         found = from_scontrol(parse_scontrol_oneliner(reply.stdout))
         if found is not None:
             return found
     except SlurmError:
         pass  # "Invalid job id": forgotten after MinJobAge; accounting may still know it
     try:
-        reply = run_slurm(["sacct", "-n", "-P", "-X", "-j", job_id, "-o", ",".join(SACCT_FIELDS)],
-                          timeout=timeout, env=env)
+        reply = runner(["sacct", "-n", "-P", "-X", "-j", job_id, "-o", ",".join(SACCT_FIELDS)],
+                       timeout=timeout, env=env)
     except SlurmError:
         return None  # accounting off or unreachable: nothing more to learn
     return parse_sacct(reply.stdout, job_id)

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from watchdogs.slurmctl.runner import run_slurm
+from watchdogs.slurmctl.runner import SlurmRunner
 from watchdogs.units import format_duration
 
 
@@ -43,7 +43,7 @@ def decide(policy: ResubmitPolicy, history: Sequence[float], now: float, kill_sw
 
 
 def submit(script: Path, job_name: str | None, cluster: str | None, timeout: float,
-           env: Mapping[str, str] | None) -> str:
+           env: Mapping[str, str] | None, runner: SlurmRunner) -> str:
     """sbatch the script from its own folder (its relative paths mean what they meant when
     a person submitted it), under the watched name so the next tick finds it."""
     argv = ["sbatch", "--parsable", f"--chdir={script.parent}"]
@@ -51,5 +51,5 @@ def submit(script: Path, job_name: str | None, cluster: str | None, timeout: flo
         argv.append(f"--job-name={job_name}")
     if cluster:
         argv.append(f"--clusters={cluster}")
-    reply = run_slurm([*argv, str(script)], timeout=timeout, env=env)
+    reply = runner([*argv, str(script)], timeout=timeout, env=env)
     return reply.stdout.strip().split(";")[0]

@@ -9,6 +9,7 @@ import os
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from watchdogs.errors import SlurmError
 
@@ -27,6 +28,14 @@ class SlurmReply:
 
 class SlurmBusy(SlurmError):
     """The controller is overloaded or rate-limiting us: back off before asking again."""
+
+
+class SlurmRunner(Protocol):
+    """How a Slurm command is run: `run_slurm`, or in a unit test a function that answers
+    with recorded output (the tick carries it: `TickContext.runner`)."""
+
+    def __call__(self, argv: Sequence[str], timeout: float = DEFAULT_TIMEOUT_S,
+                 env: Mapping[str, str] | None = None, input_text: str | None = None) -> SlurmReply: ...
 
 
 def run_slurm(argv: Sequence[str], timeout: float = DEFAULT_TIMEOUT_S,

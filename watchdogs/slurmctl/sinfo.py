@@ -8,7 +8,7 @@ from datetime import datetime
 from watchdogs.errors import SlurmError
 from watchdogs.slurmctl.hostlist import expand
 from watchdogs.slurmctl.jobinfo import parse_scontrol_oneliner
-from watchdogs.slurmctl.runner import run_slurm
+from watchdogs.slurmctl.runner import SlurmRunner
 from watchdogs.slurmctl.slurmtime import parse_timestamp
 
 SEP = "\x1f"
@@ -67,13 +67,14 @@ def parse_sinfo(text: str) -> tuple[NodeRow, ...]:
     return tuple(rows)
 
 
-def run_sinfo(timeout: float, env: Mapping[str, str] | None) -> tuple[NodeRow, ...]:
-    return parse_sinfo(run_slurm(sinfo_argv(), timeout=timeout, env=env).stdout)
+def run_sinfo(timeout: float, env: Mapping[str, str] | None, runner: SlurmRunner) -> tuple[NodeRow, ...]:
+    return parse_sinfo(runner(sinfo_argv(), timeout=timeout, env=env).stdout)
 
 
-def reservation_nodes(name: str, timeout: float, env: Mapping[str, str] | None) -> list[str]:
+def reservation_nodes(name: str, timeout: float, env: Mapping[str, str] | None,
+                      runner: SlurmRunner) -> list[str]:
     """The nodes of a reservation (`scontrol show reservation NAME --oneliner`)."""
-    reply = run_slurm(["scontrol", "--oneliner", "show", "reservation", name], timeout=timeout, env=env)
+    reply = runner(["scontrol", "--oneliner", "show", "reservation", name], timeout=timeout, env=env)
     fields = parse_scontrol_oneliner(reply.stdout)
     if fields.get("ReservationName") != name:
         raise SlurmError(f"no reservation named {name!r}")

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from watchdogs.slurmctl.runner import run_slurm
+from watchdogs.slurmctl.runner import SlurmRunner
 from watchdogs.slurmctl.slurmtime import parse_elapsed, parse_timestamp
 
 SEP = "\x1f"
@@ -82,8 +82,9 @@ class JobQuery:
         return argv
 
 
-def run_query(query: JobQuery, timeout: float, env: Mapping[str, str] | None) -> tuple[JobRow, ...]:
-    return parse_squeue(run_slurm(query.argv(), timeout=timeout, env=env).stdout)
+def run_query(query: JobQuery, timeout: float, env: Mapping[str, str] | None,
+              runner: SlurmRunner) -> tuple[JobRow, ...]:
+    return parse_squeue(runner(query.argv(), timeout=timeout, env=env).stdout)
 
 
 def parse_squeue(text: str) -> tuple[JobRow, ...]:
