@@ -160,7 +160,7 @@ def test_trainguard_imports_nothing_from_the_watchdog_but_the_listed_leftovers()
 
 def test_the_checker_sees_an_upward_import_and_a_cycle() -> None:
     graph = {("watchdogs.slurmctl.snapshot", "watchdogs.checks.context"),
-             ("watchdogs.dropins.crontab", "watchdogs.scheduler.schedules"),
+             ("watchdogs.dropins.crontab", "watchdogs.schedules"),
              ("watchdogs.scheduler.items", "watchdogs.dropins.discovery")}
     assert upward_imports(graph) == [
         "watchdogs.slurmctl.snapshot (layer 1) imports watchdogs.checks.context (layer 2)"]

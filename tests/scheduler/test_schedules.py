@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from watchdogs.scheduler.schedules import (
+from watchdogs.schedules import (
     SPEC_EXPECTED,
     Schedule,
     cron_day_of_week,

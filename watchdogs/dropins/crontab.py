@@ -21,7 +21,7 @@ from pathlib import Path
 
 from watchdogs import units
 from watchdogs.dropins.safety import Refusal
-from watchdogs.scheduler.schedules import Schedule, parse_spec
+from watchdogs.schedules import Schedule, parse_spec
 
 _OPTION = re.compile(r"(timeout|name)=(.*)")
 _NAME = re.compile(r"[A-Za-z0-9_.-]+")

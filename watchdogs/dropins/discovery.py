@@ -15,7 +15,7 @@ from watchdogs import units
 from watchdogs.config.model import CronPeriods
 from watchdogs.dropins.crontab import parse_crontab
 from watchdogs.dropins.safety import Refusal, check_path, is_leftover, unsafe_reason
-from watchdogs.scheduler.schedules import Schedule, every
+from watchdogs.schedules import Schedule, every
 
 PERIODS = ("hourly", "daily", "weekly")
 CRONTAB = "crontab"

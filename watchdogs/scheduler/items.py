@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from watchdogs.dropins.discovery import DropIn, discover
 from watchdogs.dropins.safety import Refusal
-from watchdogs.scheduler.schedules import Schedule, every
+from watchdogs.schedules import Schedule, every
 from watchdogs.sink import ItemOutcome
 
 if TYPE_CHECKING:

@@ -33,8 +33,8 @@ from watchdogs.scheduler.items import Item, check_items, dropin_items
 from watchdogs.scheduler.prune import SCHEDULER_LOGS, prune_files
 from watchdogs.scheduler.records import FinishedRun, Records
 from watchdogs.scheduler.runner import RUNS_DIR, Runner
-from watchdogs.scheduler.schedules import first_run, make_trigger
 from watchdogs.scheduler.stopflag import StopFlag
+from watchdogs.schedules import first_run, make_trigger
 
 if TYPE_CHECKING:
     from watchdogs.config.model import Config

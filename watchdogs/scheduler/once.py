@@ -17,7 +17,7 @@ from watchdogs.scheduler.items import Item, all_items
 from watchdogs.scheduler.prune import SCHEDULER_LOGS, prune_files
 from watchdogs.scheduler.records import FinishedRun, Records
 from watchdogs.scheduler.runner import RUNS_DIR, Runner
-from watchdogs.scheduler.schedules import first_run
+from watchdogs.schedules import first_run
 
 if TYPE_CHECKING:
     from watchdogs.config.model import Config

@@ -19,7 +19,7 @@ from watchdogs.result import Status
 from watchdogs.scheduler.items import all_items
 from watchdogs.scheduler.records import Records
 from watchdogs.scheduler.runner import RUNS_DIR
-from watchdogs.scheduler.schedules import first_run
+from watchdogs.schedules import first_run
 from watchdogs.slurmctl.runner import run_slurm
 
 if TYPE_CHECKING:

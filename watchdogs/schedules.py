@@ -5,6 +5,9 @@ APScheduler's own triggers are (`get_next_fire_time(previous, now)`); the clock 
 caller's. Crontab expressions follow cron, not APScheduler 3: day-of-week 0 and 7 are
 Sunday, and when both day-of-month and day-of-week are restricted, either one matching
 is enough.
+
+In the core layer (docs/design.md, "Layers"): drop-in discovery and the scheduler both
+import it.
 """
 from __future__ import annotations
 
