@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("notify-test", help="send a test message through one channel")
     parser.add_argument("channel", help="the name of a [[notify]] channel")
     parser.add_argument("--severity", choices=("warning", "critical"), default="warning")
-    parser.set_defaults(handler=notify_test)
+    parser.set_defaults(handler=channel_test)
 
 
 def _batch(channel: str, severity: str, cluster: str) -> Batch:
@@ -41,7 +41,7 @@ def _batch(channel: str, severity: str, cluster: str) -> Batch:
     return Batch(channel, (event,), now, cluster, host, key=f"wd-test-{uuid.uuid4().hex[:16]}")
 
 
-def notify_test(args: argparse.Namespace) -> CommandResult:
+def channel_test(args: argparse.Namespace) -> CommandResult:
     config = config_from_args(args)
     settings = config.notifier(args.channel)
     if settings is None:
