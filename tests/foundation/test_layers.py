@@ -152,6 +152,12 @@ def test_no_import_cycles_between_packages() -> None:
     assert unit_cycles(edges()) == []
 
 
+def test_notifiers_depend_only_on_core() -> None:
+    beyond = sorted(f"{s} imports {t}" for s, t in edges()
+                    if unit_of(s) == "notifiers" and unit_of(t) != "notifiers" and layer_of(unit_of(t)) != 0)
+    assert beyond == []
+
+
 def test_trainguard_imports_nothing_from_the_watchdog_but_the_listed_leftovers() -> None:
     leaks = {(s, t) for s, t in edges()
              if unit_of(s) in APART and t.split(".")[0] in ("watchdogs", "notifiers")}
@@ -160,7 +166,7 @@ def test_trainguard_imports_nothing_from_the_watchdog_but_the_listed_leftovers()
 
 def test_the_checker_sees_an_upward_import_and_a_cycle() -> None:
     graph = {("watchdogs.slurmctl.snapshot", "watchdogs.checks.context"),
-             ("watchdogs.dropins.crontab", "watchdogs.schedules"),
+             ("watchdogs.dropins.crontab", "watchdogs.scheduler.loop"),
              ("watchdogs.scheduler.items", "watchdogs.dropins.discovery")}
     assert upward_imports(graph) == [
         "watchdogs.slurmctl.snapshot (layer 1) imports watchdogs.checks.context (layer 2)"]
