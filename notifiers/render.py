@@ -41,7 +41,7 @@ def age(value: timedelta | float) -> str:
 
 
 def where(context: Mapping[str, str]) -> str:
-    return " ".join(f"{k}={v}" for k, v in context.items() if k != "fingerprint")
+    return " ".join(f"{k}={v}" for k, v in context.items())
 
 
 def mrkdwn(text: str) -> str:

@@ -61,6 +61,12 @@ class CheckResult:
     metrics: tuple[Metric, ...] = ()
     context: Mapping[str, str] = field(default_factory=dict)
     """Where it failed (job, partition, path, cluster...), for alert messages."""
+    fingerprint: str = ""
+    """What exactly is failing (the bad nodes, the job's state...): the same status with a new
+    fingerprint is announced as "changed"."""
+    killed_by: str | None = None
+    """The signal that killed a drop-in the scheduler did not kill itself; while the scheduler
+    is stopping, such a run counts as cut off (not run)."""
 
     def render(self) -> str:
         """Back to plugin output: "SUMMARY | perfdata" then detail lines."""

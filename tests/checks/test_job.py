@@ -73,7 +73,7 @@ def test_held_job_is_a_warning_that_says_how_to_release_it(tmp_path: Path, store
     result = tick(config, store)[0]["held"]
     assert result.status is Status.WARNING
     assert f"held by its user (release with `scontrol release {job}`)" in result.summary
-    assert result.context["fingerprint"] == "queued:JobHeldUser"
+    assert result.fingerprint == "queued:JobHeldUser"
 
 
 def test_waiting_longer_than_max_pending_warns_whatever_the_reason(tmp_path: Path, store: StateStore,

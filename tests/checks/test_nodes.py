@@ -63,10 +63,10 @@ def test_drained_node_is_reported_once_with_its_reason_then_resolved(tmp_path: P
     assert "1 drained of 2; 1 usable" in first.summary
     second = tick(config, store)[0]["nodes"]
     assert second.status is Status.WARNING and "[new]" not in second.summary
-    assert first.context["fingerprint"] == second.context["fingerprint"] == "node2"
+    assert first.fingerprint == second.fingerprint == "node2"
     nodes.resume("node2")
     resolved = tick(config, store)[0]["nodes"]
-    assert resolved.status is Status.OK and resolved.context["fingerprint"] == ""
+    assert resolved.status is Status.OK and resolved.fingerprint == ""
 
 
 def test_capacity_below_min_available_is_critical(tmp_path: Path, store: StateStore, nodes: Nodes) -> None:

@@ -30,7 +30,7 @@ def at_time(ts: float, like: datetime) -> datetime:
 def reading(outcome: ItemOutcome) -> Reading:
     result = outcome.result
     return Reading(result.status, result.summary, outcome.started.timestamp(),
-                   str(result.context.get("fingerprint", "")))
+                   result.fingerprint)
 
 
 def policy(outcome: ItemOutcome, settings: AlertSettings) -> Policy:

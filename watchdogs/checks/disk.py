@@ -151,9 +151,9 @@ class DiskCheck(Check):
             metrics.append(_metric("inodes_used", use.inodes_used, "", cap_i, self.opts["inodes_warn"],
                                    self.opts["inodes_crit"]))
         details = (use.note,) if use.note else ()
-        context = {"path": where, "source": use.source,
-                   "fingerprint": "/".join(s.name for s in statuses)}
-        return CheckResult(status, summary, details, tuple(metrics), context)
+        context = {"path": where, "source": use.source}
+        return CheckResult(status, summary, details, tuple(metrics), context,
+                           fingerprint="/".join(s.name for s in statuses))
 
 
 def _capacity(total: float | None, usable: float) -> float | None:

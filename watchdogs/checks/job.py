@@ -18,7 +18,7 @@ from watchdogs.result import CheckResult, Status
 from watchdogs.slurmctl import resubmit
 from watchdogs.slurmctl.jobinfo import LastState, last_state
 from watchdogs.slurmctl.jobspec import JobSpec
-from watchdogs.slurmctl.jobstatus import GONE, RUNNING, Assessment, assess
+from watchdogs.slurmctl.jobstatus import GONE, RUNNING, UNKNOWN, Assessment, assess, unknown
 from watchdogs.slurmctl.snapshot import SLURM_TIMEOUT_S, JobSnapshot
 from watchdogs.slurmctl.squeue import JobRow, latest_finished
 from watchdogs.slurmctl.users import resolve_users
@@ -60,23 +60,23 @@ class JobCheck(Check):
 
     def run(self, ctx: TickContext) -> CheckResult:
         verdict = self.assess(ctx)
-        if isinstance(verdict, CheckResult):
-            return verdict
+        if verdict.kind == UNKNOWN:
+            return CheckResult(verdict.status, verdict.summary)
         self._remember(ctx, verdict)
         if verdict.kind == GONE:
             return self._gone(ctx, verdict)
         return CheckResult(verdict.status, verdict.summary, verdict.details, verdict.metrics,
-                           verdict.context)
+                           verdict.context, verdict.fingerprint)
 
-    def assess(self, ctx: TickContext) -> Assessment | CheckResult:
-        """The verdict from the tick's snapshot, or an UNKNOWN result when Slurm cannot be
-        asked (log_stale calls this too, for the job it is linked to)."""
+    def assess(self, ctx: TickContext) -> Assessment:
+        """The verdict from the tick's snapshot; kind UNKNOWN when Slurm cannot be asked
+        (log_stale and nodes call this too, for the job they are linked to)."""
         spec = self.spec
         try:
             snapshot = ctx.job_snapshot(spec)
         except SlurmError as exc:
-            return CheckResult(Status.UNKNOWN, f"cannot ask Slurm about jobs with {spec.describe()}: "
-                                               f"{exc} (not assuming the job is gone)")
+            return unknown(f"cannot ask Slurm about jobs with {spec.describe()}: "
+                           f"{exc} (not assuming the job is gone)")
         if spec.users not in snapshot.users:
             resolve_users(spec.users)  # raises the reason (e.g. an unknown group) -> UNKNOWN
         memory = ctx.store.kv_get(MEMORY, self.name, {})
@@ -98,13 +98,13 @@ class JobCheck(Check):
         last = self._last_state(ctx)
         summary = f"gone: no job with {spec.describe()} is running or queued; " + (
             last.describe(ctx.now) if last else "no record of how the last one ended")
-        context = {"job_name": spec.job_name or spec.job_regex.pattern, "state": "GONE",
-                   "fingerprint": f"gone:{last.job_id if last else ''}"}
+        context = {"job_name": spec.job_name or spec.job_regex.pattern, "state": "GONE"}
+        fingerprint = f"gone:{last.job_id if last else ''}"
         if last is not None:
             context.update(job=last.job_id, last_state=last.state, exit_code=last.exit_code)
         if self.opts.get("resubmit") is None:
-            return CheckResult(Status.CRITICAL, summary, context=context)
-        return self._resubmit(ctx, summary, context, last)
+            return CheckResult(Status.CRITICAL, summary, context=context, fingerprint=fingerprint)
+        return self._resubmit(ctx, summary, context, last, fingerprint)
 
     def _last_state(self, ctx: TickContext) -> LastState | None:
         snapshot: JobSnapshot = ctx.job_snapshot(self.spec)
@@ -122,7 +122,7 @@ class JobCheck(Check):
         return found
 
     def _resubmit(self, ctx: TickContext, summary: str, context: dict[str, str],
-                  last: LastState | None) -> CheckResult:
+                  last: LastState | None, fingerprint: str) -> CheckResult:
         script = self.opts["resubmit"]
         policy = resubmit.ResubmitPolicy(script, self.opts["resubmit_limit"],
                                           self.opts["resubmit_window"],
@@ -132,15 +132,18 @@ class JobCheck(Check):
         decision = resubmit.decide(policy, history, now, policy.kill_switch.exists(),
                                    last.state if last else None)
         if not decision.allowed:
-            return CheckResult(Status.CRITICAL, f"{summary}; {decision.why}", context=context)
+            return CheckResult(Status.CRITICAL, f"{summary}; {decision.why}", context=context,
+                               fingerprint=fingerprint)
         try:
             job_id = self._submit(ctx, script)
         except SlurmError as exc:
-            return CheckResult(Status.CRITICAL, f"{summary}; resubmit failed: {exc}", context=context)
+            return CheckResult(Status.CRITICAL, f"{summary}; resubmit failed: {exc}", context=context,
+                               fingerprint=fingerprint)
         ctx.store.kv_put(RESUBMITS, self.name, [*decision.recent, now])
         context["resubmitted"] = job_id
         return CheckResult(Status.WARNING, f"{summary}; resubmitted as job {job_id} "
-                                           f"({decision.why.replace('resubmit ', '')})", context=context)
+                                           f"({decision.why.replace('resubmit ', '')})", context=context,
+                           fingerprint=fingerprint)
 
     def _submit(self, ctx: TickContext, script: Path) -> str:
         # The one side effect of this check: sbatch the user's own script, as the user the

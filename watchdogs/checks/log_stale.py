@@ -19,7 +19,7 @@ from watchdogs.config.options import Option, duration, path, regex, size, string
 from watchdogs.fsprobe import staleness
 from watchdogs.fsprobe.bounded import probe
 from watchdogs.result import CheckResult, Status, worst
-from watchdogs.slurmctl.jobstatus import RUNNING, Assessment
+from watchdogs.slurmctl.jobstatus import RUNNING, UNKNOWN, Assessment
 
 MEMORY = "check.log_stale"
 
@@ -50,7 +50,7 @@ class LogStaleCheck(WatchesLinkedJob, Check):
     def run(self, ctx: TickContext) -> CheckResult:
         linked = self.linked_job(ctx)
         job = linked.assess(ctx) if linked is not None else None
-        if isinstance(job, Assessment) and job.kind != RUNNING:
+        if job is not None and job.kind not in (RUNNING, UNKNOWN):
             return CheckResult(Status.OK, f"not judged while job check {linked.name!r} is "
                                           f"{job.kind} (a job that does not run writes nothing): "
                                           f"{job.summary}", context={"job_state": job.kind})
@@ -62,20 +62,20 @@ class LogStaleCheck(WatchesLinkedJob, Check):
             verdicts.append(self._heartbeats(ctx, since))
         return self._combine(verdicts, job)
 
-    def _combine(self, verdicts: list[staleness.Verdict], job: Assessment | CheckResult | None
-                 ) -> CheckResult:
+    def _combine(self, verdicts: list[staleness.Verdict], job: Assessment | None) -> CheckResult:
         status = worst([v.status for v in verdicts])
         bad = [v for v in verdicts if v.status is status] if status is not Status.OK else verdicts
         summary = "; ".join(v.summary for v in bad)
         details = tuple(d for v in verdicts for d in v.details)
-        context = {"fingerprint": "|".join(v.fingerprint for v in verdicts if v.fingerprint)}
-        if isinstance(job, CheckResult) and status is not Status.OK:
+        fingerprint = "|".join(v.fingerprint for v in verdicts if v.fingerprint)
+        context: dict[str, str] = {}
+        if job is not None and job.kind == UNKNOWN and status is not Status.OK:
             # The log looks hung but Slurm cannot say whether the job still runs.
             return CheckResult(Status.UNKNOWN, f"{summary}; cannot tell whether the job runs: "
-                                               f"{job.summary}", details, context=context)
-        if isinstance(job, Assessment):
+                                               f"{job.summary}", details, fingerprint=fingerprint)
+        if job is not None and job.kind != UNKNOWN:
             context["job"] = job.context.get("job", "")
-        return CheckResult(status, summary, details, context=context)
+        return CheckResult(status, summary, details, context=context, fingerprint=fingerprint)
 
     def _log(self, ctx: TickContext, since: float | None) -> list[staleness.Verdict]:
         pattern = str(self.opts["path"])
@@ -110,8 +110,8 @@ class LogStaleCheck(WatchesLinkedJob, Check):
         return staleness.judge_heartbeats(beats, ctx.now.timestamp(), self.opts["max_age"], since)
 
 
-def _start(job: Assessment | CheckResult | None) -> float | None:
-    if isinstance(job, Assessment) and job.running and job.running[0].start is not None:
+def _start(job: Assessment | None) -> float | None:
+    if job is not None and job.running and job.running[0].start is not None:
         return job.running[0].start.timestamp()
     return None
 

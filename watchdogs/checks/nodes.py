@@ -17,7 +17,7 @@ from watchdogs.errors import SlurmError
 from watchdogs.result import CheckResult, Metric, Status
 from watchdogs.slurmctl.backoff import guarded
 from watchdogs.slurmctl.hostlist import expand
-from watchdogs.slurmctl.jobstatus import Assessment
+from watchdogs.slurmctl.jobstatus import UNKNOWN
 from watchdogs.slurmctl.sinfo import NodeRow, reservation_nodes, run_sinfo
 from watchdogs.slurmctl.slurmtime import format_clock
 from watchdogs.slurmctl.snapshot import SLURM_TIMEOUT_S
@@ -77,11 +77,11 @@ class NodesCheck(WatchesLinkedJob, Check):
         linked = self.linked_job(ctx)
         if linked is not None:
             job = linked.assess(ctx)
-            if not isinstance(job, Assessment):
-                return job
+            if job.kind == UNKNOWN:
+                return CheckResult(job.status, job.summary)
             if not job.running:
                 return CheckResult(Status.OK, f"job check {linked.name!r} has no running job: "
-                                              "no nodes to watch", context={"fingerprint": ""})
+                                              "no nodes to watch")
             wanted = {n for r in job.running for n in expand(r.nodelist)}
         name = self.opts.get("reservation")
         if name is not None:
@@ -116,10 +116,11 @@ class NodesCheck(WatchesLinkedJob, Check):
             summary = "; ".join([*lines[:3], f"and {len(lines) - 3} more", capacity])
         metrics = (Metric("bad", len(bad)), Metric("available", available, min="0", max=str(len(nodes))),
                    Metric("idle", idle))
-        context = {"fingerprint": ",".join(r.name for r in bad), "nodes": ",".join(r.name for r in bad)}
+        context = {"nodes": ",".join(r.name for r in bad)}
         if self.opts.get("partition"):
             context["partition"] = ",".join(self.opts["partition"])
-        return CheckResult(status, summary, tuple(lines[3:]), metrics, context)
+        return CheckResult(status, summary, tuple(lines[3:]), metrics, context,
+                           fingerprint=",".join(r.name for r in bad))
 
     def _record_events(self, ctx: TickContext, newly_bad: list[NodeRow]) -> dict[str, int]:
         """Record nodes that just went bad; how often each went bad within the window."""

@@ -23,8 +23,6 @@ from watchdogs.result import CheckResult, Status, parse_plugin_output
 KILL_GRACE_S = 5.0
 MAX_PARSED_BYTES = 1 << 20
 TIMEOUT = "timeout"
-KILLED_BY = "killed_by"
-"""Result context key: the signal that killed a drop-in we did not kill ourselves."""
 SHUTDOWN = "shutdown"
 
 
@@ -107,7 +105,8 @@ class DropInProcess:
             return CheckResult(Status.UNKNOWN, errors.strip() or f"cannot run {self.argv[0]}")
         if code < 0:
             name = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
-            return CheckResult(Status.UNKNOWN, f"killed by {name}", tuple(first), context={KILLED_BY: name})
+            return CheckResult(Status.UNKNOWN, f"killed by {name}", tuple(first), context={"killed_by": name},
+                               killed_by=name)
         if not output.strip() and errors.strip():
             output = errors.strip().splitlines()[-1]  # no stdout: the last error line says why
         return parse_plugin_output(code, output)

@@ -28,7 +28,6 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from tzlocal import get_localzone
 
 from watchdogs import units
-from watchdogs.dropins.execute import KILLED_BY
 from watchdogs.scheduler.items import Item, check_items, dropin_items
 from watchdogs.scheduler.prune import SCHEDULER_LOGS, prune_files
 from watchdogs.scheduler.records import FinishedRun, Records
@@ -187,7 +186,7 @@ class Scheduler:
         drop-ins included: a drop-in killed by a signal while we are stopping was cut off,
         which counts as not run, not as its result. The signal may reach the drop-in a
         moment before our own handler runs, so such a result waits one poll first."""
-        killed = [run for run, _ in finished if run.result is not None and KILLED_BY in run.result.context]
+        killed = [run for run, _ in finished if run.result is not None and run.result.killed_by is not None]
         if not killed:
             return finished
         if self.stop.request is None:

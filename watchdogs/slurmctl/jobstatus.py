@@ -11,13 +11,13 @@ from watchdogs.slurmctl.slurmtime import format_clock
 from watchdogs.slurmctl.squeue import PAUSED_STATES, JobRow
 from watchdogs.units import format_duration
 
-RUNNING, QUEUED, PAUSED, GONE = "running", "queued", "paused", "gone"
+RUNNING, QUEUED, PAUSED, GONE, UNKNOWN = "running", "queued", "paused", "gone", "unknown"
 
 
 @dataclass(frozen=True)
 class Assessment:
     kind: str
-    """running, queued, paused or gone."""
+    """running, queued, paused, gone, or unknown (Slurm could not be asked)."""
     status: Status
     summary: str
     details: tuple[str, ...] = ()
@@ -25,6 +25,7 @@ class Assessment:
     context: dict[str, str] = field(default_factory=dict)
     running: tuple[JobRow, ...] = ()
     queued: tuple[JobRow, ...] = ()
+    fingerprint: str = ""
 
 
 def assess(rows: Sequence[JobRow], now: datetime, last_running_at: float | None = None,
@@ -39,7 +40,7 @@ def assess(rows: Sequence[JobRow], now: datetime, last_running_at: float | None 
     if paused:
         row = paused[0]
         return Assessment(PAUSED, Status.WARNING, f"{row.state.lower()}: job {row.job_id} ({row.name})",
-                          context=_context(row, f"paused:{row.raw_id}"))
+                          context=_context(row), fingerprint=f"paused:{row.raw_id}")
     return Assessment(GONE, Status.CRITICAL, "neither running nor queued")
 
 
@@ -58,8 +59,8 @@ def _running(running: tuple[JobRow, ...], queued: tuple[JobRow, ...], now: datet
     details += tuple(describe_pending(r, now)[1] for r in queued)
     metrics = (Metric("running", len(running)), Metric("queued", len(queued)),
                Metric("elapsed", row.elapsed, "s"))
-    return Assessment(RUNNING, Status.OK, summary, details, metrics, _context(row, "running"),
-                      running, queued)
+    return Assessment(RUNNING, Status.OK, summary, details, metrics, _context(row), running, queued,
+                      "running")
 
 
 def _queued(queued: tuple[JobRow, ...], now: datetime, last_running_at: float | None,
@@ -77,8 +78,8 @@ def _queued(queued: tuple[JobRow, ...], now: datetime, last_running_at: float | 
     details = tuple(t for (_, t), r in judged if r is not row)
     metrics = (Metric("running", 0), Metric("queued", len(queued)),
                Metric("pending_for", waited or 0, "s"))
-    return Assessment(QUEUED, status, summary, details, metrics,
-                      _context(row, f"queued:{row.reason}"), (), queued)
+    return Assessment(QUEUED, status, summary, details, metrics, _context(row), (), queued,
+                      f"queued:{row.reason}")
 
 
 def _waited(queued: Sequence[JobRow], now: datetime, last_running_at: float | None) -> float | None:
@@ -91,9 +92,14 @@ def _waited(queued: Sequence[JobRow], now: datetime, last_running_at: float | No
     return max(0.0, now.timestamp() - since)
 
 
-def _context(row: JobRow, fingerprint: str) -> dict[str, str]:
+def unknown(summary: str) -> Assessment:
+    """No verdict: Slurm could not be asked (never taken for "gone")."""
+    return Assessment(UNKNOWN, Status.UNKNOWN, summary)
+
+
+def _context(row: JobRow) -> dict[str, str]:
     context = {"job": row.job_id, "job_name": row.name, "state": row.state,
-               "partition": row.partition, "user": row.user, "fingerprint": fingerprint}
+               "partition": row.partition, "user": row.user}
     if row.cluster:
         context["cluster"] = row.cluster
     return context
