@@ -31,7 +31,7 @@ from watchdogs import units
 from watchdogs.scheduler.items import Item, check_items, dropin_items
 from watchdogs.scheduler.prune import SCHEDULER_LOGS, prune_files
 from watchdogs.scheduler.records import FinishedRun, Records
-from watchdogs.scheduler.runner import RUNS_DIR, Runner
+from watchdogs.scheduler.runner import RUNS_DIR, Due, Finished, LoopEvent, Runner
 from watchdogs.scheduler.stopflag import StopFlag
 from watchdogs.schedules import first_run, make_trigger
 
@@ -48,12 +48,6 @@ POLL_S = 0.5
 COALESCE_S = 0.05
 """Items due within this of each other run as one batch."""
 PRUNE_EVERY_S = 3600.0
-
-
-@dataclass(frozen=True)
-class Due:
-    item: str
-    scheduled: float
 
 
 @dataclass(frozen=True)
@@ -83,7 +77,7 @@ class Scheduler:
         self.uid = uid
         self.clock = clock
         self.tz = tz or get_localzone()
-        self.events: queue.Queue[object] = queue.Queue()
+        self.events: queue.Queue[LoopEvent] = queue.Queue()
         self.runner = Runner(config, store, self.records, self.events, instance, env, clock)
         self.items: dict[str, Item] = {}
         self._outcomes: list[ItemOutcome] = []
@@ -138,7 +132,7 @@ class Scheduler:
             except queue.Empty:
                 break
         dues = [e for e in events if isinstance(e, Due)]
-        return dues, [e for e in events if isinstance(e, tuple)]  # type: ignore[misc]
+        return dues, [(e.run, e.item) for e in events if isinstance(e, Finished)]
 
     def _dispatch(self, dues: list[Due], now: float) -> None:
         if not dues or self.stop.request is not None:
@@ -266,10 +260,10 @@ class Scheduler:
                 event = self.events.get_nowait()
             except queue.Empty:
                 break
-            if isinstance(event, tuple):
-                finished.append(event)
+            if isinstance(event, Finished):
+                finished.append((event.run, event.item))
         now = self.clock()
-        self._settle(finished, now)  # type: ignore[arg-type]
+        self._settle(finished, now)
         self._deliver(now, tick=True)
         self.records.beat(self.instance, now, {})
         try:

@@ -16,7 +16,7 @@ from watchdogs.result import Status, worst
 from watchdogs.scheduler.items import Item, all_items
 from watchdogs.scheduler.prune import SCHEDULER_LOGS, prune_files
 from watchdogs.scheduler.records import FinishedRun, Records
-from watchdogs.scheduler.runner import RUNS_DIR, Runner
+from watchdogs.scheduler.runner import RUNS_DIR, Finished, LoopEvent, Runner
 from watchdogs.schedules import first_run
 
 if TYPE_CHECKING:
@@ -58,13 +58,15 @@ def run_once(config: Config, store: StateStore, sink: ResultSink, registry: Regi
     items, refused = all_items(config, registry, uid)
     chosen = due_items(items, records.anchors(), now, tz or get_localzone()) if due_only \
         else list(items.values())
-    done: queue.Queue[object] = queue.Queue()
+    done: queue.Queue[LoopEvent] = queue.Queue()
     runner = Runner(config, store, records, done, None, env, clock)
     runner.start(chosen, now, {i.id: now for i in chosen})
     finished: list[tuple[FinishedRun, Item]] = []
     try:
         while len(finished) < len(chosen):
-            finished.append(done.get())  # type: ignore[arg-type]
+            event = done.get()
+            if isinstance(event, Finished):  # the only kind a Runner puts; a Due comes from APScheduler
+                finished.append((event.run, event.item))
     except KeyboardInterrupt:
         runner.stop(0.0)  # drop-ins run in sessions of their own: kill them, not orphan them
         raise

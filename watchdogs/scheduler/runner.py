@@ -35,6 +35,26 @@ if TYPE_CHECKING:
 RUNS_DIR = "runs"
 
 
+@dataclass(frozen=True)
+class Due:
+    """On the loop's queue: APScheduler says `item` is due (at `scheduled`)."""
+
+    item: str
+    scheduled: float
+
+
+@dataclass(frozen=True)
+class Finished:
+    """On the loop's queue: a run of `item` has finished (or timed out, or was skipped)."""
+
+    run: FinishedRun
+    item: Item
+
+
+LoopEvent = Due | Finished
+"""What the scheduler loop's one queue carries."""
+
+
 @dataclass
 class Run:
     item: Item
@@ -61,7 +81,7 @@ def dropin_env(base: Mapping[str, str], config: Config, item_id: str) -> dict[st
 
 
 class Runner:
-    def __init__(self, config: Config, store: StateStore, records: Records, done: queue.Queue[object],
+    def __init__(self, config: Config, store: StateStore, records: Records, done: queue.Queue[LoopEvent],
                  instance: int | None, env: Mapping[str, str] | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self.config = config
@@ -86,7 +106,7 @@ class Runner:
                 skipped.append(item.id)
             elif hung is not None and hung.thread is not None and hung.thread.is_alive():
                 since = datetime.fromtimestamp(hung.started, timezone.utc).strftime("%H:%M:%SZ")
-                self.done.put((FinishedRun(item.id, item.kind, self.instance, now, now, CheckResult(
+                self.done.put(Finished(FinishedRun(item.id, item.kind, self.instance, now, now, CheckResult(
                     Status.UNKNOWN, f"previous run (started {since}) has not returned; not started again"),
                     due=(due or {}).get(item.id)), item))
             else:
@@ -191,5 +211,5 @@ class Runner:
             if run.done.is_set():
                 return
             run.done.set()
-        self.done.put((FinishedRun(run.item.id, run.item.kind, self.instance, run.started, self.clock(),
-                                   result, log, job_id, run.due), run.item))
+        self.done.put(Finished(FinishedRun(run.item.id, run.item.kind, self.instance, run.started,
+                                           self.clock(), result, log, job_id, run.due), run.item))
