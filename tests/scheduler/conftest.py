@@ -104,6 +104,8 @@ class Probe:
     how often the shared snapshot factory ran."""
 
     runs: list[tuple[str, int]] = field(default_factory=list)
+    contexts: list[TickContext] = field(default_factory=list)
+    """Every context seen, kept alive so that no two ticks' contexts can share an id."""
     snapshots: int = 0
     release: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -123,6 +125,7 @@ def probe_registry(probe: Probe) -> Registry:
             seen = ctx.shared("probe-snapshot", snapshot)
             with probe.lock:
                 probe.runs.append((self.name, id(ctx)))
+                probe.contexts.append(ctx)
             if self.opts["hang"]:
                 probe.release.wait()
             elif self.opts["sleep"]:

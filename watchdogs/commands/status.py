@@ -11,6 +11,7 @@ from watchdogs import units
 from watchdogs.commands.base import CommandResult, config_from_args
 from watchdogs.plugins import CHECKS_GROUP, load_group
 from watchdogs.scheduler.statusview import ago, gather
+from watchdogs.slurmctl.runner import run_slurm
 from watchdogs.state.store import StateStore
 
 LOG = logging.getLogger("watchdogs.status")
@@ -25,7 +26,7 @@ def status(args: argparse.Namespace) -> CommandResult:
     config = config_from_args(args)
     store = StateStore(config.scheduler.state_dir)
     now = time.time()
-    data = gather(config, store, load_group(CHECKS_GROUP), now)
+    data = gather(config, store, load_group(CHECKS_GROUP), now, run_slurm)
     data["alerts"] = _alerts(store)
     stale = data["scheduler"]["stale"]
     return CommandResult(render(data, config.scheduler.heartbeat_stale), data, exit_code=2 if stale else 0)

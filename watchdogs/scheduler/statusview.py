@@ -20,7 +20,7 @@ from watchdogs.scheduler.items import all_items
 from watchdogs.scheduler.records import Records
 from watchdogs.scheduler.runner import RUNS_DIR
 from watchdogs.schedules import first_run
-from watchdogs.slurmctl.runner import run_slurm
+from watchdogs.slurmctl.runner import SlurmRunner
 
 if TYPE_CHECKING:
     from watchdogs.config.model import Config
@@ -28,9 +28,9 @@ if TYPE_CHECKING:
     from watchdogs.state.store import StateStore
 
 
-def my_jobs(env: Mapping[str, str] | None = None) -> dict[str, dict[str, str]]:
+def my_jobs(runner: SlurmRunner, env: Mapping[str, str] | None = None) -> dict[str, dict[str, str]]:
     """job id -> {name, state, reason, start}: one squeue call."""
-    reply = run_slurm(["squeue", "--me", "--noheader", "--states=all", "--format=%i|%j|%T|%r|%S"], env=env)
+    reply = runner(["squeue", "--me", "--noheader", "--states=all", "--format=%i|%j|%T|%r|%S"], env=env)
     jobs = {}
     for line in reply.stdout.splitlines():
         parts = line.strip().split("|")
@@ -39,11 +39,11 @@ def my_jobs(env: Mapping[str, str] | None = None) -> dict[str, dict[str, str]]:
     return jobs
 
 
-def gather(config: Config, store: StateStore, registry: Registry, now: float,
+def gather(config: Config, store: StateStore, registry: Registry, now: float, runner: SlurmRunner,
            env: Mapping[str, str] | None = None, uid: int | None = None) -> dict[str, Any]:
     records = Records(store)
     try:
-        jobs, slurm_error = my_jobs(env), None
+        jobs, slurm_error = my_jobs(runner, env), None
     except WatchdogsError as exc:
         jobs, slurm_error = {}, str(exc)
     scheduler = _scheduler(config, records.latest_instance(), jobs, slurm_error, now)

@@ -1,0 +1,98 @@
+"""The `job` and `nodes` checks' logic on Slurm output recorded from the dev cluster
+(tests/fixtures/slurm), through the tick's injectable Slurm runner: no cluster needed, so
+these run in milliseconds. The real-cluster tests (test_job.py, test_nodes.py) stay."""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+
+from tests.checks.conftest import build_checks, write_config
+from watchdogs.checks.base import run_check
+from watchdogs.checks.context import TickContext
+from watchdogs.errors import SlurmError
+from watchdogs.result import CheckResult, Status
+from watchdogs.slurmctl.runner import DEFAULT_TIMEOUT_S, SlurmReply
+from watchdogs.state.store import StateStore
+
+RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
+# The squeue recording: job 47 (wd-rec-train) running on node1, job 48 (wd-rec-held) held.
+NOW = datetime.fromisoformat("2026-11-23T05:06:00").astimezone()
+
+
+class Recorded:
+    """A Slurm runner that answers each command (by its name) with recorded output, or
+    raises the recorded failure; it keeps every argv it was asked to run."""
+
+    def __init__(self, replies: Mapping[str, str | SlurmError]) -> None:
+        self.replies = dict(replies)
+        self.calls: list[tuple[str, ...]] = []
+
+    def __call__(self, argv: Sequence[str], timeout: float = DEFAULT_TIMEOUT_S,
+                 env: Mapping[str, str] | None = None, input_text: str | None = None) -> SlurmReply:
+        self.calls.append(tuple(argv))
+        reply = self.replies[argv[0]]
+        if isinstance(reply, SlurmError):
+            raise reply
+        return SlurmReply(tuple(argv), reply, "")
+
+
+def recording(name: str) -> str:
+    return (RECORDED / name).read_text()
+
+
+def job_checks(*names: str) -> str:
+    return "".join(f'[[check]]\nname = "{n}"\ntype = "job"\njob_name = "wd-rec-{n}"\nusers = ["*"]\n'
+                   for n in names)
+
+
+def run_tick(tmp_path: Path, body: str, runner: Recorded) -> dict[str, CheckResult]:
+    config = write_config(tmp_path, body)
+    checks = build_checks(config)
+    store = StateStore(tmp_path / "state")
+    try:
+        ctx = TickContext(NOW, store, checks, config=config, runner=runner)
+        return {c.name: run_check(c, ctx) for c in checks}
+    finally:
+        store.close()
+
+
+def test_running_and_held_jobs_are_judged_from_one_recorded_squeue(tmp_path: Path) -> None:
+    runner = Recorded({"squeue": recording("squeue-running-and-held.txt")})
+    results = run_tick(tmp_path, job_checks("train", "held"), runner)
+    assert [argv[0] for argv in runner.calls] == ["squeue"]
+    assert "--name=wd-rec-held,wd-rec-train" in runner.calls[0]
+    train, held = results["train"], results["held"]
+    assert train.status is Status.OK and train.fingerprint == "running"
+    assert train.summary.startswith("running: job 47 (wd-rec-train) on node1")
+    assert train.context["job"] == "47"
+    assert held.status is Status.WARNING and held.fingerprint == "queued:JobHeldUser"
+    assert "held by its user (release with `scontrol release 48`)" in held.summary
+
+
+def test_a_failing_squeue_is_unknown_never_job_gone(tmp_path: Path) -> None:
+    runner = Recorded({"squeue": SlurmError("squeue failed (exit 1): slurm_load_jobs error: "
+                                            "Unable to contact slurm controller (connect failure)")})
+    result = run_tick(tmp_path, job_checks("train"), runner)["train"]
+    assert result.status is Status.UNKNOWN
+    assert "Unable to contact slurm controller" in result.summary
+    assert "not assuming the job is gone" in result.summary
+    assert [argv[0] for argv in runner.calls] == ["squeue"]
+
+
+NODES = '[[check]]\nname = "nodes"\ntype = "nodes"\npartition = ["debug"]\n'
+
+
+def test_a_drained_node_in_recorded_sinfo_is_a_warning_with_its_reason(tmp_path: Path) -> None:
+    runner = Recorded({"sinfo": recording("sinfo-node2-drained.txt")})
+    result = run_tick(tmp_path, NODES, runner)["nodes"]
+    assert result.status is Status.WARNING and result.fingerprint == "node2"
+    assert "node2 drained: bad gpu (by root since" in result.summary
+    assert [argv[0] for argv in runner.calls] == ["sinfo"]
+
+
+def test_all_nodes_idle_in_recorded_sinfo_is_ok(tmp_path: Path) -> None:
+    runner = Recorded({"sinfo": recording("sinfo-idle.txt")})
+    result = run_tick(tmp_path, NODES, runner)["nodes"]
+    assert result.status is Status.OK and result.fingerprint == ""
+    assert result.summary.startswith("all usable:")
