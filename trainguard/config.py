@@ -14,9 +14,9 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from trainguard import _units as units
 from trainguard.causes import Action, Cause, Policy
 from trainguard.signals import DEFAULT_SIGNALS, parse_signal
-from watchdogs import units
 
 ENV_PREFIX = "TRAINGUARD_"
 

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from trainguard.causes import Cause
+from trainguard.errors import SlurmError
 from trainguard.slurm import JobTimes, format_epoch, query_job
-from watchdogs.errors import SlurmError
 
 log = logging.getLogger("trainguard")
 Query = Callable[[], JobTimes]

@@ -19,28 +19,27 @@ from __future__ import annotations
 import logging
 import math
 import signal
-import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
+from typing import NoReturn
 
 from trainguard import lifecycle
 from trainguard.agreement import Agreement
 from trainguard.causes import EXIT_NO_PROGRESS, Cause, Decision, decide
 from trainguard.checkpoint import Checkpoint, Checkpoints
 from trainguard.config import GuardConfig
-from trainguard.deadline import Deadline, Margin, StepTimes
+from trainguard.deadline import StepTimes
+from trainguard.exits import ProcessExit
 from trainguard.fast_exit import FastExit
-from trainguard.files import FileWatch
 from trainguard.forced_exit import ForcedExit
 from trainguard.heartbeat import HeartbeatWriter
-from trainguard.memory import MemoryLimits, MemoryWatch
+from trainguard.saving import Saver
 from trainguard.sensors import Sensors
 from trainguard.signals import SignalFlag
-from trainguard.slurm import JobEnv, request_requeue
+from trainguard.slurm import JobEnv
 
 log = logging.getLogger("trainguard")
 Clock = Callable[[], float]
@@ -53,35 +52,30 @@ class Guard:
                  job: JobEnv | None = None) -> None:
         self.config = cfg = config or GuardConfig()
         self.job = job or JobEnv.from_env()
-        self._save_fn, self._load_fn, self._save_all_ranks = save, load, save_all_ranks
+        self._load_fn = load
         self._clock, self._wall = clock, wall
         self.rank = self.job.procid or 0
         self.checkpoints = (Checkpoints(cfg.checkpoint_dir, cfg.keep, cfg.scratch_dir)
                             if cfg.checkpoint_dir is not None else None)
+        self.saver = Saver(self.checkpoints, save, save_all_ranks, clock, cfg.save_estimate,
+                           cfg.safety_margin)
         self.signals = SignalFlag(cfg.signals, clock)
-        files = FileWatch(cfg.kill_switch, cfg.save_switch, cfg.stop_file, self.job.job_id,
-                          self.job.restart_count)
-        self.files = files if files.any else None
-        limits = MemoryLimits(cfg.max_rss, cfg.min_available, cfg.min_gpu_free)
-        self.deadline = Deadline(None, cfg.endtime_every, cfg.warning_lead)
-        self.sensors = Sensors(self.signals, self.files, cfg.file_every,
-                               MemoryWatch(limits) if limits.enabled else None, cfg.memory_every,
-                               self.deadline)
+        self.sensors = Sensors.from_config(cfg, self.signals, self.job)
+        self.files, self.deadline = self.sensors.files, self.sensors.deadline
         self.agreement: Agreement | None = None
         self.heartbeat = (HeartbeatWriter(cfg.heartbeat_dir, self.rank, cfg.heartbeat_every,
                                           self.job.job_id) if cfg.heartbeat_dir is not None else None)
-        self.forced = (ForcedExit(self.signals, self._forced_timeout, clock, self._write_exit_code)
-                       if cfg.forced_exit != 0 else None)
         self.fast_exit = FastExit()
+        self.exits = ProcessExit(cfg.exit_file, self.fast_exit)
+        self.forced = (ForcedExit(self.signals, self._forced_timeout, clock,
+                                  lambda code: self.exits.write_code(code, self.rank))
+                       if cfg.forced_exit != 0 else None)
         self.resumed: Checkpoint | None = None
         self.last_step = -1
-        self.save_time = cfg.save_estimate
-        self._saved_step: int | None = None
         self._started = self._resumed_done = self._finished = False
         self._decision: Decision | None = None
         now = clock()
         self.steps = StepTimes(cfg.step_window, now)
-        self._margin = Margin(cfg.save_estimate, cfg.safety_margin)
         self._last_tick = now
         self._next_poll = math.inf
         self._next_sync = 0
@@ -111,7 +105,8 @@ class Guard:
         if self._resumed_done:
             return self.last_step + 1
         self._resumed_done = True
-        lifecycle.bind_agreement(self)
+        self.agreement = lifecycle.bind_agreement(self.config, self.sensors, self.heartbeat, self.saver)
+        self.rank = self.agreement.rank if self.agreement else self.rank
         present = self.files is not None and self.files.kill_switch_present()
         if self.agreement.any(present) if self.agreement else present:
             self._stop_at_start(Cause.KILL_SWITCH, f"kill switch {self.config.kill_switch} is present")
@@ -119,8 +114,10 @@ class Guard:
             self.resumed = self.checkpoints.resume(self._load_fn)
         self.last_step = self.resumed.step if self.resumed else -1
         self._protect_against_requeue_loop()
-        lifecycle.start_deadline(self)
-        lifecycle.log_job_line(self)
+        lifecycle.start_deadline(self.config, self.job, self.deadline, self.sensors,
+                                 self.agreement is None or self.rank == 0, self._clock(), self._wall())
+        lifecycle.log_job_line(self.job, self.deadline, self.resumed,
+                               self.agreement.world if self.agreement else 1)
         self._beat(self.last_step, "train")
         self._last_tick = self._next_poll = self._clock()   # the first check polls everything
         self._next_sync = self.last_step + self.config.sync_every   # the same on every rank
@@ -128,7 +125,7 @@ class Guard:
         return self.last_step + 1
 
     def _protect_against_requeue_loop(self) -> None:
-        stuck = lifecycle.record_progress(self)
+        stuck = lifecycle.record_progress(self.config, self.job, self.last_step, self.rank)
         if self.agreement.any(stuck is not None) if self.agreement else stuck is not None:
             log.error(stuck or "trainguard: another rank found this job chain stuck; not requeuing")
             self.finish(phase="done")
@@ -158,10 +155,13 @@ class Guard:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        if exc_type is None or not issubclass(exc_type, Exception):
+        if not isinstance(exc, Exception):
             self.finish()   # normal end, SystemExit (ours included), KeyboardInterrupt
             return
-        lifecycle.on_exception(self, exc)
+        code = lifecycle.after_exception(exc, self.config, self.saver, self.forced, self._forced_timeout,
+                                         self.last_step, self.rank, self.agreement is not None)
+        self.finish(phase="stopping")
+        self._exit_process(code)
 
     # ---- the poll point ------------------------------------------------------------------
     def _check_before_resume(self, step: int) -> Decision | None:
@@ -197,12 +197,12 @@ class Guard:
         assert agreement is not None
         mask = agreement.reduce(local, self.steps.recent_max)
         self._next_sync = step + agreement.every      # the same on every rank
-        if agreement.every != self._margin.steps_before_decision:
-            self._margin = replace(self._margin, steps_before_decision=agreement.every)
+        if agreement.every != self.saver.margin.steps_before_decision:
+            self.saver.wait_steps(agreement.every)
         return self._decide(mask)
 
     def _gather(self, now: float) -> int:
-        mask = self.sensors.gather(now, self._wall(), self.steps, self._margin)
+        mask = self.sensors.gather(now, self._wall(), self.steps, self.saver.margin)
         heartbeat_at = math.inf
         if self.heartbeat is not None:
             self.heartbeat.beat(self.last_step, now)
@@ -255,57 +255,36 @@ class Guard:
                 self.forced.disarm()
             self._decision = None
             return
-        lifecycle.log_stop_line(self, decision, step)
+        lifecycle.log_stop_line(decision, step)
         self.finish(step, phase="stopping")
         if action.requeue and self.config.self_requeue and self.rank == 0:
-            self._request_requeue()
+            self.exits.requeue(self.job.job_id)
         self._exit_process(action.exit_code)
 
     def save(self, step: int) -> Checkpoint | None:
         """Save and commit checkpoint `step` now (also for the training's periodic saves, so
         the guard knows how long a save takes). Saves each step at most once."""
-        if self.checkpoints is None or self._save_fn is None or self._saved_step == step:
+        if not self.saver.due(step):
             return None
-        start = self._clock()
         self._beat(step, "saving")
-        ckpt = self.checkpoints.save(step, self._save_fn, self._save_all_ranks)
-        self._saved_step = step
-        elapsed = self._clock() - start
-        # The newest timing, but a fast save after a slow one only lowers the estimate slowly.
-        self.save_time = max(elapsed, 0.8 * self.save_time) if self._margin.measured else elapsed
-        self._margin = Margin(self.save_time, self._margin.safety, self._margin.steps_before_decision, True)
+        ckpt, elapsed = self.saver.save(step)
         self._beat(step, "train")
         log.info("trainguard: saved step %d in %.3f s to %s", step, elapsed, ckpt.path)
         self._last_tick = self._clock()   # the save is not a training step
         return ckpt
 
+    @property
+    def save_time(self) -> float:
+        """Seconds a save takes: measured once the guard has saved, else `save_estimate`."""
+        return self.saver.save_time
+
     def _forced_timeout(self, pending_signals: int) -> tuple[float, int]:
-        return lifecycle.forced_timeout(self, pending_signals)
+        return lifecycle.forced_timeout(self.config, self.deadline.deadline - self._clock(),
+                                        self.sensors.kill_wait, pending_signals)
 
     def _beat(self, step: int, phase: str) -> None:
         if self.heartbeat is not None:
             self.heartbeat.beat(step, self._clock(), phase)
 
-    # ---- side effects, each in one place -------------------------------------------------
-    def _request_requeue(self) -> None:
-        # Only without the batch script template (which requeues on exit 140 itself), and
-        # from one rank only: one requeue per job.
-        try:
-            request_requeue(self.job.job_id)
-        except Exception as exc:  # noqa: BLE001 - a failed requeue must not hide the exit code
-            log.error("trainguard: scontrol requeue %s failed: %s", self.job.job_id, exc)
-
-    def _write_exit_code(self, code: int) -> None:
-        # For launchers that replace the workers' exit codes by their own (torchrun exits 1
-        # when a worker exits 140): the batch script reads the real code from this file.
-        if self.config.exit_file is not None and self.rank == 0:
-            lifecycle.write_exit_file(self.config.exit_file, code)
-
-    def _exit_process(self, code: int) -> None:
-        # sys.exit, not os._exit: the training's finally blocks and atexit handlers (log
-        # flushing, experiment trackers) still run (fast_exit.py then skips the slow
-        # finalisation); the exit code tells the batch script whether to requeue (140).
-        self._write_exit_code(code)
-        lifecycle.destroy_process_group(self.agreement)
-        self.fast_exit.arm(code)
-        sys.exit(code)
+    def _exit_process(self, code: int) -> NoReturn:
+        self.exits.exit(code, self.rank, self.agreement)

@@ -1,24 +1,29 @@
 """The Guard's less frequent duties, kept out of guard.py: the job-info and stop log
-lines, the PID file, the requeue-loop record, the exception path, the forced-exit timeout
-and the end of the process group."""
+lines, the PID file, the requeue-loop record, the save after an exception, the forced-exit
+timeout and the binding to torch.distributed.
+
+Each function takes the values it needs (never the Guard): nothing here reaches into the
+Guard's state, and the Guard stays the one place that decides and exits."""
 from __future__ import annotations
 
 import logging
 import math
 import os
 import signal
-from dataclasses import replace
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from trainguard.agreement import Agreement, initialized_dist
 from trainguard.causes import Cause, Decision
-from trainguard.deadline import slurm_query
+from trainguard.checkpoint import Checkpoint
+from trainguard.config import GuardConfig
+from trainguard.deadline import Deadline, slurm_query
+from trainguard.forced_exit import ForcedExit
+from trainguard.heartbeat import HeartbeatWriter
 from trainguard.progress import is_stuck, next_progress, read_progress, stuck_message, write_progress
-from trainguard.slurm import format_epoch, format_seconds, query_kill_wait
-
-if TYPE_CHECKING:
-    from trainguard.guard import Guard
+from trainguard.saving import Saver
+from trainguard.sensors import Sensors
+from trainguard.slurm import JobEnv, format_epoch, format_seconds, query_kill_wait
 
 log = logging.getLogger("trainguard")
 FALLBACK_FORCED_EXIT = 300.0   # s, when the time left is unknown (no EndTime, no exit_after)
@@ -38,28 +43,18 @@ def write_pid(pid_file: Path | None) -> None:
         os.close(fd)
 
 
-def write_exit_file(path: Path, code: int) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(f"{code}\n")
-        os.replace(tmp, path)
-    except OSError as exc:
-        log.error("trainguard: cannot write the exit code to %s: %s", path, exc)
-
-
-def log_job_line(guard: Guard) -> None:
+def log_job_line(job: JobEnv, deadline: Deadline, resumed: Checkpoint | None, world: int) -> None:
     """One line: job id, array task, restart count, nodes, time limit, EndTime, resume."""
-    job, first = guard.job, guard.deadline.first
-    resumed = (f"resumed from step {guard.resumed.step} ({guard.resumed.path})" if guard.resumed
-               else "starting fresh (no checkpoint)")
-    world = guard.agreement.world if guard.agreement else 1
+    first = deadline.first
+    resumed_from = (f"resumed from step {resumed.step} ({resumed.path})" if resumed
+                    else "starting fresh (no checkpoint)")
     log.info("trainguard: job %s, restart %d, nodes %s, %d rank(s), time limit %s, EndTime %s, %s",
              job.label or "(not in SLURM)", job.restart_count, job.nodelist or "-", world,
              format_seconds(first.time_limit) if first else "unknown",
-             format_epoch(guard.deadline.end_time), resumed)
+             format_epoch(deadline.end_time), resumed_from)
 
 
-def log_stop_line(guard: Guard, decision: Decision, step: int) -> None:
+def log_stop_line(decision: Decision, step: int) -> None:
     action = decision.action
     what = "requeue" if action.requeue else "no requeue"
     others = sorted(c.label for c in decision.causes - {decision.cause, Cause.NO_TIME})
@@ -68,99 +63,79 @@ def log_stop_line(guard: Guard, decision: Decision, step: int) -> None:
                 also, action.exit_code, what)
 
 
-def record_progress(guard: Guard) -> str | None:
+def record_progress(config: GuardConfig, job: JobEnv, last_step: int, rank: int) -> str | None:
     """Update the requeue-loop record (rank 0); the stuck message if this start is one too many."""
-    root = guard.config.checkpoint_dir
-    if root is None or not guard.job.job_id:
+    root = config.checkpoint_dir
+    if root is None or not job.job_id:
         return None
-    progress = next_progress(read_progress(root), guard.job.chain_id, guard.last_step)
-    if is_stuck(progress, guard.config.max_restarts_without_progress):
+    progress = next_progress(read_progress(root), job.chain_id, last_step)
+    if is_stuck(progress, config.max_restarts_without_progress):
         return stuck_message(progress, root)
-    if guard.rank == 0:
+    if rank == 0:
         write_progress(root, progress)
     return None
 
 
-def on_exception(guard: Guard, exc: BaseException) -> None:
-    """The loop raised: save (on this rank alone: its peers are elsewhere), exit non-zero.
-    Never 140, so the batch script does not requeue a crash."""
-    action = guard.config.policy.action(Cause.EXCEPTION)
+def after_exception(exc: BaseException, config: GuardConfig, saver: Saver, forced: ForcedExit | None,
+                    timeout_for: Callable[[int], tuple[float, int]], step: int, rank: int,
+                    distributed: bool) -> int:
+    """The loop raised: log it, arm the forced exit, save on this rank alone (its peers are
+    elsewhere) unless the policy says never. Returns the exit code (the caller exits)."""
+    action = config.policy.action(Cause.EXCEPTION)
     log.error("trainguard: the training raised %s: %s", type(exc).__name__, exc, exc_info=exc)
-    if guard.forced is not None:
-        guard.forced.arm(forced_timeout(guard, 0)[0], action.exit_code, "saving after an exception")
-    single = guard.agreement is None
-    if action.save.value != "never" and (single or not guard._save_all_ranks):
+    if forced is not None:
+        forced.arm(timeout_for(0)[0], action.exit_code, "saving after an exception")
+    if action.save.value != "never":
         try:
-            _save_alone(guard)
+            ckpt = saver.save_alone(step, rank, distributed)
+            if ckpt is not None:
+                log.info("trainguard: saved step %d to %s after the exception", step, ckpt.path)
         except Exception as save_exc:  # noqa: BLE001 - report the original exception, not the save's
             log.error("trainguard: saving after the exception failed: %s", save_exc)
-    log_stop_line(guard, Decision(Cause.EXCEPTION, action, frozenset({Cause.EXCEPTION})), guard.last_step)
-    guard.finish(phase="stopping")
-    guard._exit_process(action.exit_code)
+    log_stop_line(Decision(Cause.EXCEPTION, action, frozenset({Cause.EXCEPTION})), step)
+    return action.exit_code
 
 
-def _save_alone(guard: Guard) -> None:
-    ckpts = guard.checkpoints
-    if ckpts is None or guard._save_fn is None or guard.last_step < 0 or guard.rank != 0:
-        return
-    if guard._saved_step == guard.last_step:
-        return
-    ckpt = ckpts.save(guard.last_step, guard._save_fn, all_ranks=False, collective=False)
-    guard._saved_step = guard.last_step
-    log.info("trainguard: saved step %d to %s after the exception", guard.last_step, ckpt.path)
-
-
-def forced_timeout(guard: Guard, pending_signals: int) -> tuple[float, int]:
+def forced_timeout(config: GuardConfig, time_left: float, kill_wait: float,
+                   pending_signals: int) -> tuple[float, int]:
     """(seconds, exit code) for the forced-exit timer: the configured value, else the time
     left before the job's end minus a reserve for the requeue; for a plain SIGTERM, KillWait."""
-    policy = guard.config.policy
     term = bool(pending_signals & (1 << signal.SIGTERM))
-    code = policy.action(Cause.TERMINATE if term else Cause.TIME_LIMIT).exit_code
-    if guard.config.forced_exit:
-        return guard.config.forced_exit, code
-    left = guard.deadline.deadline - guard._clock()
+    code = config.policy.action(Cause.TERMINATE if term else Cause.TIME_LIMIT).exit_code
+    if config.forced_exit:
+        return config.forced_exit, code
     if term:
-        left = min(left, guard.sensors.kill_wait)
-        return max(MIN_FORCED_EXIT, left - 1.0), code
-    if math.isinf(left):
+        return max(MIN_FORCED_EXIT, min(time_left, kill_wait) - 1.0), code
+    if math.isinf(time_left):
         return FALLBACK_FORCED_EXIT, code
-    return max(MIN_FORCED_EXIT, left - REQUEUE_RESERVE), code
+    return max(MIN_FORCED_EXIT, time_left - REQUEUE_RESERVE), code
 
 
-def destroy_process_group(agreement: Any) -> None:
-    """Leave torch.distributed cleanly before exiting (avoids the 'process group was not
-    destroyed' warning and a hang in some backends' atexit teardown)."""
-    if agreement is None:
-        return
-    try:
-        agreement._dist.destroy_process_group()
-    except Exception as exc:  # noqa: BLE001 - exiting anyway; a teardown error is not worth a crash
-        log.debug("trainguard: destroy_process_group: %s", exc)
-
-
-def bind_agreement(guard: Guard) -> None:
-    """Under torch.distributed (2+ ranks): the agreement, the real rank, collective saves."""
+def bind_agreement(config: GuardConfig, sensors: Sensors, heartbeat: HeartbeatWriter | None,
+                   saver: Saver) -> Agreement | None:
+    """Under torch.distributed (2+ ranks): the agreement, with the real rank told to the
+    heartbeat and the checkpoints (collective saves); None for a single process."""
     dist = initialized_dist()
     if dist is None:
-        return
-    guard.agreement = agreement = Agreement(dist, guard.config.sync_every, guard.config.sync_interval)
-    guard.rank = agreement.rank
-    if guard.rank != 0:
+        return None
+    agreement = Agreement(dist, config.sync_every, config.sync_interval)
+    if agreement.rank != 0:
         # Rank 0 alone polls the shared files; the agreement tells the others. (Spares a
         # metadata server thousands of stats per second on a large run.)
-        guard.sensors.files = None
-    if guard.heartbeat is not None:
-        guard.heartbeat.rank = guard.rank
-    if guard.checkpoints is not None:
-        guard.checkpoints.bind(guard.rank, agreement.barrier, agreement.all)
-    guard._margin = replace(guard._margin, steps_before_decision=guard.config.sync_every)
+        sensors.files = None
+    if heartbeat is not None:
+        heartbeat.rank = agreement.rank
+    if saver.checkpoints is not None:
+        saver.checkpoints.bind(agreement.rank, agreement.barrier, agreement.all)
+    saver.wait_steps(config.sync_every)
+    return agreement
 
 
-def start_deadline(guard: Guard) -> None:
-    # One rank asks the controller when the ranks agree anyway: a 1000-rank job must not
-    # send slurmctld 1000 requests per re-read.
-    cfg, job = guard.config, guard.job
-    if cfg.use_slurm_endtime and job.job_id and (guard.agreement is None or guard.rank == 0):
-        guard.deadline.query = slurm_query(job.job_id)
-        guard.sensors.kill_wait_query = query_kill_wait
-    guard.deadline.start(guard._clock(), guard._wall(), cfg.exit_after)
+def start_deadline(config: GuardConfig, job: JobEnv, deadline: Deadline, sensors: Sensors,
+                   asks_slurm: bool, now: float, wall: float) -> None:
+    # One rank asks the controller when the ranks agree anyway (`asks_slurm`): a 1000-rank
+    # job must not send slurmctld 1000 requests per re-read.
+    if config.use_slurm_endtime and job.job_id and asks_slurm:
+        deadline.query = slurm_query(job.job_id)
+        sensors.kill_wait_query = query_kill_wait
+    deadline.start(now, wall, config.exit_after)

@@ -12,11 +12,12 @@ import signal
 from collections.abc import Callable
 
 from trainguard.causes import Cause
+from trainguard.config import GuardConfig
 from trainguard.deadline import Deadline, Margin, StepTimes
 from trainguard.files import FileWatch
-from trainguard.memory import MemoryWatch
+from trainguard.memory import MemoryLimits, MemoryWatch
 from trainguard.signals import SignalFlag
-from trainguard.slurm import DEFAULT_KILL_WAIT_S
+from trainguard.slurm import DEFAULT_KILL_WAIT_S, JobEnv
 
 log = logging.getLogger("trainguard")
 MAX_POLL_GAP = 1.0   # s: the slow path runs at least this often (keeps the margin fresh)
@@ -42,6 +43,14 @@ class Sensors:
         self.next_files = -math.inf
         self.next_memory = -math.inf
         self.memory_reason = ""
+
+    @classmethod
+    def from_config(cls, cfg: GuardConfig, signals: SignalFlag, job: JobEnv) -> Sensors:
+        files = FileWatch(cfg.kill_switch, cfg.save_switch, cfg.stop_file, job.job_id, job.restart_count)
+        limits = MemoryLimits(cfg.max_rss, cfg.min_available, cfg.min_gpu_free)
+        return cls(signals, files if files.any else None, cfg.file_every,
+                   MemoryWatch(limits) if limits.enabled else None, cfg.memory_every,
+                   Deadline(None, cfg.endtime_every, cfg.warning_lead))
 
     # ---- classification ------------------------------------------------------------------
     def classify(self, sig: signal.Signals, now: float, wall: float) -> Cause:

@@ -5,8 +5,8 @@ import math
 
 from trainguard.causes import Cause
 from trainguard.deadline import Deadline, Margin
+from trainguard.errors import SlurmError
 from trainguard.slurm import JobTimes
-from watchdogs.errors import SlurmError
 
 WALL0 = 1.8e9
 

@@ -1,0 +1,65 @@
+"""The guard's way out of the process, each side effect in one small method: the exit-code
+file, the self-requeue, leaving torch.distributed, and the exit itself."""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+from trainguard.agreement import Agreement
+from trainguard.fast_exit import FastExit
+from trainguard.slurm import request_requeue
+
+log = logging.getLogger("trainguard")
+
+
+def write_exit_file(path: Path, code: int) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(f"{code}\n")
+        os.replace(tmp, path)
+    except OSError as exc:
+        log.error("trainguard: cannot write the exit code to %s: %s", path, exc)
+
+
+def destroy_process_group(agreement: Agreement | None) -> None:
+    """Leave torch.distributed cleanly before exiting (avoids the 'process group was not
+    destroyed' warning and a hang in some backends' atexit teardown)."""
+    if agreement is None:
+        return
+    try:
+        agreement._dist.destroy_process_group()
+    except Exception as exc:  # noqa: BLE001 - exiting anyway; a teardown error is not worth a crash
+        log.debug("trainguard: destroy_process_group: %s", exc)
+
+
+class ProcessExit:
+    def __init__(self, exit_file: Path | None, fast_exit: FastExit) -> None:
+        self.exit_file = exit_file
+        self.fast_exit = fast_exit
+
+    def write_code(self, code: int, rank: int) -> None:
+        # For launchers that replace the workers' exit codes by their own (torchrun exits 1
+        # when a worker exits 140): the batch script reads the real code from this file.
+        if self.exit_file is not None and rank == 0:
+            write_exit_file(self.exit_file, code)
+
+    @staticmethod
+    def requeue(job_id: str) -> None:
+        # Only without the batch script template (which requeues on exit 140 itself), and
+        # from one rank only: one requeue per job.
+        try:
+            request_requeue(job_id)
+        except Exception as exc:  # noqa: BLE001 - a failed requeue must not hide the exit code
+            log.error("trainguard: scontrol requeue %s failed: %s", job_id, exc)
+
+    def exit(self, code: int, rank: int, agreement: Agreement | None) -> NoReturn:
+        # sys.exit, not os._exit: the training's finally blocks and atexit handlers (log
+        # flushing, experiment trackers) still run (fast_exit.py then skips the slow
+        # finalisation); the exit code tells the batch script whether to requeue (140).
+        self.write_code(code, rank)
+        destroy_process_group(agreement)
+        self.fast_exit.arm(code)
+        sys.exit(code)

@@ -1,0 +1,66 @@
+"""Saving, in one owner: the checkpoints, the caller's writer, the step saved last, the
+measured save time and the deadline margin built on it.
+
+The Guard (periodic and stop saves, the margin its sensors read) and the exception path
+(a save on one rank, its peers elsewhere) both go through this object, so "saves each step
+at most once" and "the margin follows the measured save time" hold in one place.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from trainguard.checkpoint import Checkpoint, Checkpoints
+from trainguard.deadline import Margin
+
+Clock = Callable[[], float]
+Writer = Callable[[Path], None]
+
+
+class Saver:
+    def __init__(self, checkpoints: Checkpoints | None, writer: Writer | None, all_ranks: bool,
+                 clock: Clock, save_estimate: float, safety: float) -> None:
+        self.checkpoints = checkpoints
+        self.writer = writer
+        self.all_ranks = all_ranks
+        self._clock = clock
+        self.saved_step: int | None = None
+        self.save_time = save_estimate
+        self.margin = Margin(save_estimate, safety)
+
+    @property
+    def enabled(self) -> bool:
+        return self.checkpoints is not None and self.writer is not None
+
+    def due(self, step: int) -> bool:
+        """A save of `step` would do something: saving is set up and `step` is not saved yet."""
+        return self.enabled and self.saved_step != step
+
+    def wait_steps(self, steps: int) -> None:
+        """A distributed decision waits `steps` steps for the next agreement."""
+        if steps != self.margin.steps_before_decision:
+            self.margin = replace(self.margin, steps_before_decision=steps)
+
+    def save(self, step: int) -> tuple[Checkpoint, float]:
+        """Write and commit `step` (collectively under torch.distributed); (checkpoint, seconds).
+        The caller checks `due(step)` first."""
+        assert self.checkpoints is not None and self.writer is not None
+        start = self._clock()
+        ckpt = self.checkpoints.save(step, self.writer, self.all_ranks)
+        self.saved_step = step
+        elapsed = self._clock() - start
+        # The newest timing, but a fast save after a slow one only lowers the estimate slowly.
+        self.save_time = max(elapsed, 0.8 * self.save_time) if self.margin.measured else elapsed
+        self.margin = Margin(self.save_time, self.margin.safety, self.margin.steps_before_decision, True)
+        return ckpt, elapsed
+
+    def save_alone(self, step: int, rank: int, distributed: bool) -> Checkpoint | None:
+        """After an exception on this rank (its peers are elsewhere): rank 0 saves without
+        barriers; not when every rank writes its own shards (a partial sharded checkpoint)."""
+        if not self.due(step) or step < 0 or rank != 0 or (distributed and self.all_ranks):
+            return None
+        assert self.checkpoints is not None and self.writer is not None
+        ckpt = self.checkpoints.save(step, self.writer, all_ranks=False, collective=False)
+        self.saved_step = step
+        return ckpt
