@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.trainguard.guards import make_guard  # noqa: F401 - a fixture, registered by importing it
 from tests.trainguard.support import Cluster, digest_of, run_tiny
 
 
