@@ -6,7 +6,8 @@ backend, NCCL included, where the bitwise reductions do not).
 
 Exit code 140 is the one and only "checkpoint saved, please requeue" code: the batch
 script requeues on 140 and passes every other code through, so a crash (1), a kill switch
-(0) or a plain `scancel` (143) never lead to a requeue.
+(0), a requeue loop (3), a stop with no way to save (4) or a plain `scancel` (143) never
+lead to a requeue.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ EXIT_REQUEUE = 140
 EXIT_OK = 0
 EXIT_EXCEPTION = 1
 EXIT_NO_PROGRESS = 3
+EXIT_CANNOT_SAVE = 4   # a stop that would requeue, but no checkpoint can be written: not requeued
 EXIT_TERMINATED = 143  # 128 + SIGTERM, what a process killed by a plain scancel reports
 
 

@@ -72,8 +72,7 @@ class Guard:
                        if cfg.forced_exit != 0 else None)
         self.resumed: Checkpoint | None = None
         self.last_step = -1
-        self._started = self._resumed_done = self._finished = False
-        self._decision: Decision | None = None
+        self._started = self._resumed_done = self._finished = self._exiting = False
         now = clock()
         self.steps = StepTimes(cfg.step_window, now)
         self._last_tick = now
@@ -107,9 +106,9 @@ class Guard:
         self._resumed_done = True
         self.agreement = lifecycle.bind_agreement(self.config, self.sensors, self.heartbeat, self.saver)
         self.rank = self.agreement.rank if self.agreement else self.rank
-        present = self.files is not None and self.files.kill_switch_present()
-        if self.agreement.any(present) if self.agreement else present:
+        if self._anyone(self.files is not None and self.files.kill_switch_present()):
             self._stop_at_start(Cause.KILL_SWITCH, f"kill switch {self.config.kill_switch} is present")
+        lifecycle.check_saving(self.saver, self.rank, self._anyone, self.heartbeat)
         if self.checkpoints is not None and self._load_fn is not None:
             self.resumed = self.checkpoints.resume(self._load_fn)
         self.last_step = self.resumed.step if self.resumed else -1
@@ -126,26 +125,30 @@ class Guard:
 
     def _protect_against_requeue_loop(self) -> None:
         stuck = lifecycle.record_progress(self.config, self.job, self.last_step, self.rank)
-        if self.agreement.any(stuck is not None) if self.agreement else stuck is not None:
+        if self._anyone(stuck is not None):
             log.error(stuck or "trainguard: another rank found this job chain stuck; not requeuing")
-            self.finish(phase="done")
-            self._exit_process(EXIT_NO_PROGRESS)
+            self._stop(EXIT_NO_PROGRESS, phase="done")
+
+    def _anyone(self, flag: bool) -> bool:
+        """This rank's flag, ORed across ranks under torch.distributed (one collective)."""
+        return self.agreement.any(flag) if self.agreement else flag
 
     def _stop_at_start(self, cause: Cause, why: str) -> None:
         code = self.config.policy.action(cause).exit_code
         log.warning("trainguard: %s at start-up: not training (exit %d, no requeue)", why, code)
-        self.finish(phase="done")
-        self._exit_process(code)
+        self._stop(code, phase="done")
 
     def finish(self, step: int | None = None, phase: str = "done") -> None:
-        """Cancel the forced-exit timer, restore the previous signal handlers, write the last
-        heartbeat and copy a scratch checkpoint to shared storage. Idempotent."""
+        """Cancel the forced-exit timer, restore the previous signal handlers (unless the guard
+        is exiting the process: then they stay, ignoring repeats), write the last heartbeat and
+        copy a scratch checkpoint to shared storage. Idempotent."""
         if self._finished:
             return
         self._finished = True
         if self.forced is not None:
             self.forced.cancel()
-        self.signals.restore()
+        if not self._exiting:
+            self.signals.restore()
         self._beat(self.last_step if step is None else step, phase)
         if self.checkpoints is not None:
             self.checkpoints.sync_to_shared()
@@ -160,8 +163,7 @@ class Guard:
             return
         code = lifecycle.after_exception(exc, self.config, self.saver, self.forced, self._forced_timeout,
                                          self.last_step, self.rank, self.agreement is not None)
-        self.finish(phase="stopping")
-        self._exit_process(code)
+        self._stop(code)
 
     # ---- the poll point ------------------------------------------------------------------
     def _check_before_resume(self, step: int) -> Decision | None:
@@ -211,10 +213,7 @@ class Guard:
         return mask
 
     def _decide(self, mask: int) -> Decision | None:
-        if not mask:
-            return None
-        self._decision = decide(mask, self.config.policy)
-        return self._decision
+        return decide(mask, self.config.policy) if mask else None
 
     def step(self, step: int) -> Decision | None:
         """check() and, when it returns a decision, act() on it."""
@@ -236,6 +235,8 @@ class Guard:
     # ---- acting --------------------------------------------------------------------------
     def act(self, decision: Decision, step: int) -> None:
         """Save if the policy says so; then continue (return) or stop (exit the process)."""
+        if decision.save and self.saver.problem:
+            decision = lifecycle.without_save(decision, step, self.saver.problem)
         action = decision.action
         if action.stop and self.forced is not None:
             # Covers a save or a teardown that hangs (a peer died mid-collective).
@@ -244,7 +245,7 @@ class Guard:
                             f"stopping ({decision.cause.label})")
         if decision.save:
             self.save(step)
-        elif action.stop:
+        elif action.stop and not self.saver.problem:
             log.warning("trainguard: not saving (%s)", "policy" if action.save.value == "never"
                         else "a save would not finish before SIGKILL")
         if Cause.SAVE_SWITCH in decision.causes and self.files is not None:
@@ -253,13 +254,9 @@ class Guard:
             self.sensors.clear(Cause.SAVE_SWITCH.bit | decision.cause.bit)
             if self.forced is not None:
                 self.forced.disarm()
-            self._decision = None
             return
         lifecycle.log_stop_line(decision, step)
-        self.finish(step, phase="stopping")
-        if action.requeue and self.config.self_requeue and self.rank == 0:
-            self.exits.requeue(self.job.job_id)
-        self._exit_process(action.exit_code)
+        self._stop(action.exit_code, step, requeue=action.requeue and self.config.self_requeue)
 
     def save(self, step: int) -> Checkpoint | None:
         """Save and commit checkpoint `step` now (also for the training's periodic saves, so
@@ -286,5 +283,13 @@ class Guard:
         if self.heartbeat is not None:
             self.heartbeat.beat(step, self._clock(), phase)
 
-    def _exit_process(self, code: int) -> NoReturn:
+    def _stop(self, code: int, step: int | None = None, phase: str = "stopping",
+              requeue: bool = False) -> NoReturn:
+        # The guard decided to exit: finish() keeps its signal handlers (a repeated USR1 or
+        # TERM while finally blocks and atexit handlers run must not kill the process with
+        # 138/143, or the batch script would not requeue a saved job).
+        self._exiting = True
+        self.finish(step, phase)
+        if requeue and self.rank == 0:
+            self.exits.requeue(self.job.job_id)
         self.exits.exit(code, self.rank, self.agreement)

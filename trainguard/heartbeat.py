@@ -5,9 +5,11 @@ One small JSON file per rank, `<dir>/rank-<R>.json`, replaced atomically (write 
 temporary name, then rename), so a reader never sees half a record:
 
     {"rank": 0, "step": 1234, "phase": "train", "time": 1763780000.5,
-     "pid": 4242, "host": "node1", "job_id": "88"}
+     "pid": 4242, "host": "node1", "job_id": "88", "problem": ""}
 
-`phase` is one of PHASES; `time` is the Unix time the record was written.
+`phase` is one of PHASES; `time` is the Unix time the record was written; `problem` is what
+the guard found wrong with the training's own set-up (e.g. "cannot write into the checkpoint
+folder ..."), "" when nothing is.
 """
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ class Heartbeat:
     pid: int = 0
     host: str = ""
     job_id: str = ""
+    problem: str = ""
 
 
 def heartbeat_path(directory: Path, rank: int) -> Path:
@@ -40,9 +43,9 @@ def heartbeat_path(directory: Path, rank: int) -> Path:
 
 
 def write_heartbeat(directory: Path, rank: int, step: int, phase: str,
-                    now: float | None = None, job_id: str = "") -> Heartbeat:
+                    now: float | None = None, job_id: str = "", problem: str = "") -> Heartbeat:
     record = Heartbeat(rank, step, phase, time.time() if now is None else now, os.getpid(),
-                       socket.gethostname(), job_id or os.environ.get("SLURM_JOB_ID", ""))
+                       socket.gethostname(), job_id or os.environ.get("SLURM_JOB_ID", ""), problem)
     target = heartbeat_path(directory, rank)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(asdict(record)))
@@ -58,7 +61,8 @@ def read_heartbeats(directory: Path) -> list[Heartbeat]:
             data = json.loads(path.read_text())
             records.append(Heartbeat(int(data["rank"]), int(data["step"]), str(data["phase"]),
                                      float(data["time"]), int(data.get("pid", 0)),
-                                     str(data.get("host", "")), str(data.get("job_id", ""))))
+                                     str(data.get("host", "")), str(data.get("job_id", "")),
+                                     str(data.get("problem", ""))))
         except (OSError, ValueError, KeyError, TypeError):
             continue
     return sorted(records, key=lambda r: r.rank)
@@ -75,6 +79,7 @@ class HeartbeatWriter:
         self.every = every
         self.job_id = job_id
         self.phase = "start"
+        self.problem = ""
         self.next_at = float("-inf")
         self._warned = False
 
@@ -87,7 +92,8 @@ class HeartbeatWriter:
         self.next_at = now + self.every
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            write_heartbeat(self.directory, self.rank, step, self.phase, job_id=self.job_id)
+            write_heartbeat(self.directory, self.rank, step, self.phase, job_id=self.job_id,
+                            problem=self.problem)
         except OSError as exc:
             if not self._warned:
                 self._warned = True

@@ -11,10 +11,11 @@ import math
 import os
 import signal
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from trainguard.agreement import Agreement, initialized_dist
-from trainguard.causes import Cause, Decision
+from trainguard.causes import EXIT_CANNOT_SAVE, Action, Cause, Decision, Save
 from trainguard.checkpoint import Checkpoint
 from trainguard.config import GuardConfig
 from trainguard.deadline import Deadline, slurm_query
@@ -74,6 +75,36 @@ def record_progress(config: GuardConfig, job: JobEnv, last_step: int, rank: int)
     if rank == 0:
         write_progress(root, progress)
     return None
+
+
+def check_saving(saver: Saver, rank: int, anyone: Callable[[bool], bool],
+                 heartbeat: HeartbeatWriter | None) -> None:
+    """At start, not at the first save: a stop request must not find out then that no
+    checkpoint can be written. `anyone` ORs a flag across ranks (so all ranks act alike);
+    the heartbeat carries the problem to the cluster-side check."""
+    problem = saver.probe(writes=rank == 0 or saver.all_ranks)
+    if not anyone(bool(problem)):
+        return
+    saver.problem = problem or "another rank cannot write into its checkpoint folder"
+    log.warning("trainguard: %s; training anyway, but a stop request will end the training "
+                "without a checkpoint and without requeue (exit %d)", saver.problem, EXIT_CANNOT_SAVE)
+    if heartbeat is not None:
+        heartbeat.problem = saver.problem
+
+
+def without_save(decision: Decision, step: int, problem: str) -> Decision:
+    """The decision when no checkpoint can be written: never a requeue (the next run would
+    start again from an older checkpoint, or from nothing, and meet the same folder)."""
+    action = decision.action
+    if not action.stop:
+        log.error("trainguard: cannot save step %d for %s: %s; continuing", step,
+                  decision.cause.label, problem)
+        return replace(decision, action=replace(action, save=Save.NEVER))
+    code = EXIT_CANNOT_SAVE if action.requeue else action.exit_code
+    log.error("trainguard: stop requested (%s) after step %d, but no checkpoint can be written: "
+              "%s. Exiting with code %d, no requeue: fix the folder, then resubmit.", decision.cause.label,
+              step, problem, code)
+    return replace(decision, action=Action(Save.NEVER, stop=True, requeue=False, exit_code=code))
 
 
 def after_exception(exc: BaseException, config: GuardConfig, saver: Saver, forced: ForcedExit | None,

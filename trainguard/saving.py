@@ -7,6 +7,7 @@ at most once" and "the margin follows the measured save time" hold in one place.
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -28,6 +29,7 @@ class Saver:
         self.saved_step: int | None = None
         self.save_time = save_estimate
         self.margin = Margin(save_estimate, safety)
+        self.problem = ""         # why a save cannot work, found at start ("" when it can)
 
     @property
     def enabled(self) -> bool:
@@ -64,3 +66,20 @@ class Saver:
         ckpt = self.checkpoints.save(step, self.writer, all_ranks=False, collective=False)
         self.saved_step = step
         return ckpt
+
+    def probe(self, writes: bool) -> str:
+        """Find out now, not at the first save, whether the checkpoint folder takes files
+        (`writes`: this rank writes into it). Sets and returns `problem`."""
+        if not self.enabled or not writes:
+            return self.problem
+        assert self.checkpoints is not None
+        root = self.checkpoints.save_root
+        probe = root / f".trainguard-probe-{os.getpid()}"
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as exc:
+            self.problem = f"cannot write into the checkpoint folder {root}: {exc.strerror or exc}"
+        return self.problem
