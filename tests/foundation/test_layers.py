@@ -38,16 +38,6 @@ APART = ("trainguard",)
 watchdog may read its heartbeat format (`trainguard.heartbeat`), as it would a third-party
 library's."""
 
-TEMPORARY_TRAINGUARD_IMPORTS = frozenset({
-    ("trainguard.config", "watchdogs.units"),
-    ("trainguard.deadline", "watchdogs.errors"),
-    ("trainguard.slurm", "watchdogs.errors"),
-    ("trainguard.slurm", "watchdogs.slurmctl.runner"),
-})
-"""TEMPORARY (issue 15, item 1): trainguard's imports from watchdogs, which the trainguard work
-removes. Delete each pair as it goes; never add one."""
-
-
 def module_name(path: Path) -> str:
     parts = list(path.relative_to(REPO).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
@@ -158,10 +148,10 @@ def test_notifiers_depend_only_on_core() -> None:
     assert beyond == []
 
 
-def test_trainguard_imports_nothing_from_the_watchdog_but_the_listed_leftovers() -> None:
+def test_trainguard_imports_nothing_from_the_watchdog() -> None:
     leaks = {(s, t) for s, t in edges()
              if unit_of(s) in APART and t.split(".")[0] in ("watchdogs", "notifiers")}
-    assert leaks <= TEMPORARY_TRAINGUARD_IMPORTS, sorted(leaks - TEMPORARY_TRAINGUARD_IMPORTS)
+    assert leaks == set(), sorted(leaks)
 
 
 def test_the_checker_sees_an_upward_import_and_a_cycle() -> None:
