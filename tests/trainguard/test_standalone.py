@@ -9,6 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 import trainguard
 
 PACKAGE = Path(trainguard.__file__).resolve().parent
@@ -46,6 +48,8 @@ class Refuse(importlib.abc.MetaPathFinder):
         return None
 
 sys.meta_path.insert(0, Refuse())
+import pytest
+
 import trainguard
 for info in pkgutil.walk_packages(trainguard.__path__, "trainguard."):
     if ".integrations" not in info.name:        # those need their framework, by design
@@ -83,3 +87,16 @@ def test_importing_trainguard_loads_no_service_module() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def test_its_own_slurm_runner_is_bounded_in_time_and_says_what_failed() -> None:
+    from trainguard._run import run_slurm
+    from trainguard.errors import SlurmBusy, SlurmError
+
+    with pytest.raises(SlurmBusy, match=r"sleep did not answer within 0.2s"):
+        run_slurm(["sleep", "30"], timeout=0.2)
+    with pytest.raises(SlurmError, match=r"no-such-scontrol: command not found"):
+        run_slurm(["no-such-scontrol", "show", "job"])
+    with pytest.raises(SlurmError, match=r"sh failed \(exit 3\): Invalid job id specified"):
+        run_slurm(["sh", "-c", "echo 'Invalid job id specified' >&2; exit 3"])
+    assert run_slurm(["echo", "JobState=RUNNING"]).stdout == "JobState=RUNNING\n"
