@@ -4,7 +4,8 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 # The CPU build of torch lies on disk on this kind of machine; naming it first keeps pip
-# from fetching a multi-GB CUDA build for the `torch` extra.
+# from fetching a multi-GB CUDA build for the `torch` extra and for the framework extras
+# (lightning, hf, accelerate), which all depend on torch.
 TORCH_PIN ?= torch==2.13.0
 export WATCHDOGS_CLUSTER_DIR ?= /tmp/watchdogs-dev-cluster
 PYTEST_ARGS ?=
@@ -17,7 +18,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q $(TORCH_PIN)
-	$(PY) -m pip install -q -e '.[test,torch]'
+	$(PY) -m pip install -q $(TORCH_PIN) -e '.[test,torch,lightning,hf,accelerate]'
 	touch $@
 
 cluster-up:
