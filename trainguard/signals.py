@@ -54,6 +54,14 @@ class SignalFlag:
             if sig not in self._previous:
                 self._previous[sig] = signal.signal(sig, self._handler)
 
+    def reclaim(self) -> None:
+        """Put this flag's handlers back after a framework replaced them (Lightning installs
+        its own SIGTERM handler when `fit` starts): one owner per signal. `restore()` still
+        puts back the handlers from before the first `install()`."""
+        for sig in self.signals:
+            previous = signal.signal(sig, self._handler)
+            self._previous.setdefault(sig, previous)
+
     def restore(self) -> None:
         """Put back the handlers that were there before `install()`."""
         for sig, previous in self._previous.items():
