@@ -90,7 +90,10 @@ class Trainer:
                                    nn.Linear(HIDDEN, 1))
         self.net = self.model
         if size > 1:
-            self.net = nn.parallel.DistributedDataParallel(self.model)
+            # One bucket per parameter: DDP reorders its buckets after the first step, which
+            # changes the order in which 3+ ranks sum an element; per-parameter buckets keep it
+            # the same before and after a resume (a resumed run stays bit-identical).
+            self.net = nn.parallel.DistributedDataParallel(self.model, bucket_cap_mb_list=[1e-6])
         self.optim = torch.optim.Adam(self.model.parameters(), lr=args.lr)
         self.sched = torch.optim.lr_scheduler.StepLR(self.optim, step_size=50, gamma=0.7)
         self.epoch, self.batch = 0, 0
