@@ -1,0 +1,1 @@
+"""Tests of trainguard inside training frameworks (real libraries, CPU)."""
