@@ -24,6 +24,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 from trainguard.integrations.lightning import TrainguardCallback
 
@@ -43,8 +44,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def guard_settings(items: list[str]) -> dict[str, str]:
-    settings = {}
+def guard_settings(items: list[str]) -> dict[str, Any]:
+    settings: dict[str, Any] = {}
     for item in items:
         name, sep, value = item.partition("=")
         if not sep:
@@ -105,7 +106,7 @@ def main(argv: list[str]) -> int:
             if args.step_sleep:
                 time.sleep(args.step_sleep)
 
-        def configure_optimizers(self) -> dict[str, object]:
+        def configure_optimizers(self) -> Any:   # Lightning's optimizer/scheduler dict
             optim = torch.optim.Adam(self.parameters(), lr=args.lr)
             sched = torch.optim.lr_scheduler.StepLR(optim, step_size=50, gamma=0.7)
             return {"optimizer": optim, "lr_scheduler": {"scheduler": sched, "interval": "step"}}

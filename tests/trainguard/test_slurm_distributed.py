@@ -1,5 +1,6 @@
 """Two ranks with gloo on the real cluster: they agree on the step to stop at, whoever got
-the signal, and the stop-request file works with no signal at all."""
+the signal, and the stop-request file works with no signal at all. (torchrun on two
+nodes: test_slurm_torchrun.py.)"""
 from __future__ import annotations
 
 import json
@@ -10,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import sh, wait_for
+from tests.helpers import wait_for
 from tests.trainguard.support import (
     REQUEUE_SCRIPT,
-    TORCHRUN_SCRIPT,
     Cluster,
     assert_no_gap_no_repeat,
     read_steps,
@@ -62,22 +62,3 @@ def test_two_ranks_stop_at_the_same_step_on_one_ranks_signal_and_on_the_stop_fil
     assert_no_gap_no_repeat(read_steps(steps), 300)
     digests = re.findall(r"^digest ([0-9a-f]{64})$", log, re.MULTILINE)
     assert len(digests) == 2 and digests[0] == digests[1]   # the ranks ended identical
-
-
-@pytest.mark.timeout(120)
-def test_under_torchrun_the_warning_reaches_both_ranks_by_the_stop_file_and_140_survives(
-        cluster: Cluster, tmp_path: Path) -> None:
-    run, steps, out = tmp_path / "run", tmp_path / "steps", tmp_path / "out.log"
-    job = cluster.sbatch(TORCHRUN_SCRIPT, "--steps", "3000", "--step-sleep", "0.03",
-                         "--step-log", str(steps),
-                         sbatch_args=("-c", "2", "-o", str(out)),
-                         env={"RUN_DIR": str(run), "NPROC_PER_NODE": "2", "MASTER_ADDR": "127.0.0.1"})
-    wait_for_step(steps, 20)
-    sh("scancel", "--batch", "--signal=USR1", job)           # the warning: the batch shell only
-    cluster.wait_state(job, ("PENDING",), timeout=60)
-    log = out.read_text()
-    stops = rank_stops(log)
-    assert stops[0] == stops[1] and len(stops[0]) == 1, stops
-    assert "received SIG" not in log                          # no worker saw a signal
-    assert "training exited 140 (checkpoint saved): requeueing" in log
-    assert cluster.field(job, "Restarts") == "1"

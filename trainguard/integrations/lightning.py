@@ -137,7 +137,7 @@ class TrainguardCallback(pl.Callback):
 def _check_loadable(directory: Path) -> None:
     """Raises when the checkpoint file does not load (truncated, corrupt); mmap keeps the
     check cheap (the tensors are not read)."""
-    import torch   # Lightning imported it already
+    import torch  # Lightning imported it already
 
     path = directory / CKPT_FILE
     # weights_only=False: a Lightning checkpoint holds plain Python objects (hparams, loops);
