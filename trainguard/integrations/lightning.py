@@ -102,6 +102,8 @@ class TrainguardCallback(pl.Callback):
 
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         if self._stopping is None:
+            if stage == "fit":
+                self.guard.finish(self._last_step)   # trained to the end: handlers back, last heartbeat
             return
         decision, step = self._stopping
         self.guard.act(decision, step)         # saved already: logs, finishes, exits
