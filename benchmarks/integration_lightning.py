@@ -107,7 +107,7 @@ def one_run(steps: int, sleep: float, guarded: bool, root: Path) -> tuple[float,
     if guarded:
         guard = guard_callback(root)
         timed = TimedHook(guard.on_train_batch_end)
-        guard.on_train_batch_end = timed  # type: ignore[method-assign]  # instrumentation only
+        guard.__dict__["on_train_batch_end"] = timed   # instrumentation: shadows the method
         callbacks.append(guard)
     trainer = pl.Trainer(max_steps=steps, accelerator="cpu", devices=1, logger=False,
                          enable_checkpointing=False, enable_progress_bar=False,
