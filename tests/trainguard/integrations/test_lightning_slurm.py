@@ -109,27 +109,30 @@ def heartbeat_pid(run: Path, rank: int, job: str) -> int:
     return int(record["pid"])
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(240)
 def test_two_ddp_ranks_stop_at_the_same_step_when_only_one_rank_gets_the_signal(
         cluster: Cluster, tmp_path: Path) -> None:
     # Lightning's SLURMEnvironment wants --ntasks-per-node (it refuses --ntasks).
-    job = submit_lightning(cluster, tmp_path, "--steps", str(STEPS), "--step-sleep", "0.03",
+    job = submit_lightning(cluster, tmp_path, "--steps", "3000", "--step-sleep", "0.03",
                            sbatch_args=("-N", "1", "--ntasks-per-node=2"),
                            env={"TRAIN_LAUNCH": "srun", "MASTER_ADDR": "127.0.0.1"})
     steps, run = tmp_path / "steps", tmp_path / "run"
     pid = heartbeat_pid(run, 1, job)
     wait_for_step(steps, 15, timeout=120)
     os.kill(pid, signal.SIGUSR1)
-    cluster.release_when_requeued(job, 1, 90)
-    cluster.wait_state(job, ("COMPLETED",), timeout=150)
+    # Requeued: the stop, the save and the exit codes are all in the log (the resume of a
+    # Lightning run is the first test's subject).
+    wait_for(lambda: cluster.field(job, "Restarts") == "1", 60, 0.25, "the job requeued")
     log = (tmp_path / "out.log").read_text()
     assert re.findall(r"rank(\d) WARNING trainguard: received (\w+)", log) == [("1", "SIGUSR1")]
     (r0, step0, cause0, code0), (r1, step1, cause1, code1) = sorted(stops(log))
     assert (r0, r1) == (0, 1) and step0 == step1
     assert (cause0, code0) == (cause1, code1) == ("user_signal", 140)
-    # One checkpoint, written once (Lightning writes on rank 0), loaded by both ranks.
-    assert sorted(re.findall(r"rank(\d) INFO trainguard: .*resumed from step (\d+)", log)) == [
-        ("0", str(step0)), ("1", str(step0))]
-    assert_no_gap_no_repeat(read_steps(steps), STEPS)
-    digests = re.findall(r"^digest ([0-9a-f]{64})$", log, re.MULTILINE)
-    assert len(digests) == 2 and digests[0] == digests[1]      # the ranks ended identical
+    exits = re.findall(r"srun: error: \S+: tasks? ([\d,-]+): Exited with exit code (\d+)", log)
+    assert {code for _, code in exits} == {"140"} and {t for t, _ in exits} in ({"0-1"}, {"0", "1"}), exits
+    assert read_steps(steps)[-1] == step0                 # neither rank trained past the stop
+    # One checkpoint of that step, committed once: the file Lightning wrote on rank 0.
+    committed = run / "checkpoints" / f"step-{step0:08d}"
+    marker = json.loads((committed / "COMPLETE.json").read_text())
+    assert marker["step"] == step0 and list(marker["files"]) == ["lightning.ckpt"]
+    assert sorted(p.name for p in (run / "checkpoints").glob("step-*")) == [committed.name]
