@@ -106,3 +106,8 @@ def format_size(num_bytes: float) -> str:
             return f"{value:.0f}{unit}" if unit == "B" else f"{value:.1f}{unit}"
         value /= 1024
     return f"{value:.1f}PiB"
+
+
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """"1 channel", "2 channels", "0 checks"."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 
+from watchdogs import units
 from watchdogs.commands.base import CommandResult, config_from_args
 from watchdogs.errors import ConfigError
 
@@ -22,8 +23,8 @@ def validate(args: argparse.Namespace) -> CommandResult:
     types = Counter(c.type for c in config.checks)
     kinds = ", ".join(f"{n} {t}" for t, n in sorted(types.items())) or "none"
     channels = ", ".join(n.name for n in config.notifiers) or "none"
-    text = (f"{config.path}: valid: {len(config.checks)} checks ({kinds}); "
-            f"{len(config.notifiers)} channels ({channels}); state in {config.scheduler.state_dir}")
+    text = (f"{config.path}: valid: {units.count(len(config.checks), 'check')} ({kinds}); "
+            f"{units.count(len(config.notifiers), 'channel')} ({channels}); state in {config.scheduler.state_dir}")
     data = {"valid": True, "path": str(config.path), "checks": [c.name for c in config.checks],
             "notifiers": [n.name for n in config.notifiers]}
     return CommandResult(text, data)

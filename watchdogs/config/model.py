@@ -23,6 +23,10 @@ class SchedulerSettings:
     stop_file: Path
     job_name: str
     heartbeat_stale: float
+    heartbeat_url: str | None = None
+    heartbeat_every: float = 300.0
+    heartbeat_suffixes: bool = True
+    mail_user: str | None = None
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,14 @@ from watchdogs.config.options import (
     string_list,
 )
 
+
+def http_url(value: object) -> str:
+    """An http(s) URL (the dead man's switch)."""
+    if not isinstance(value, str) or not value.startswith(("http://", "https://")) or len(value) < 10:
+        raise ValueError("an http:// or https:// URL")
+    return value
+
+
 SCHEDULER = {
     "state_dir": Option(path, default="~/.local/state/watchdogs",
                         help="SQLite state and run logs"),
@@ -26,6 +34,14 @@ SCHEDULER = {
     "stop_file": Option(path, default=None, help="default: STOP in the state dir"),
     "job_name": Option(string, default="watchdogs-cron", help="the scheduler's own job name"),
     "heartbeat_stale": Option(duration, default=300.0, help="heartbeat age said loudly"),
+    "heartbeat_url": Option(http_url, default=None,
+                            help="dead man's switch: pinged while the scheduler runs (healthchecks.io style)"),
+    "heartbeat_every": Option(duration, default=300.0, help="how often the dead man's switch is pinged"),
+    "heartbeat_suffixes": Option(boolean, default=True,
+                                 help="also ping <url>/start and <url>/fail (healthchecks.io); "
+                                      "false: only plain pings (Uptime Kuma push)"),
+    "mail_user": Option(string, default=None,
+                        help="Slurm mails this address when the scheduler's own job fails"),
 }
 
 CRON = {
