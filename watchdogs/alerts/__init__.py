@@ -5,9 +5,12 @@ what a status command may show (counts only, never a secret).
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from watchdogs.alerts.guarded import GuardedSink
     from watchdogs.config import Config
     from watchdogs.sink import ResultSink
     from watchdogs.state.store import StateStore
@@ -22,6 +25,45 @@ def build_sink(config: Config, store: StateStore) -> ResultSink:
     channels = build_channels(config)
     preflight(channels)
     return AlertSink(config, store, channels)
+
+
+def build_guarded_sink(config: Config, store: StateStore | None, *,
+                       disabled: Mapping[str, list[str]] | None = None,
+                       on_change: Callable[[str | None, str], None] | None = None,
+                       problem: tuple[str, str] | None = None) -> tuple[GuardedSink, dict[str, list[str]]]:
+    """The scheduler's sink: every channel that works (the others disabled, returned with
+    their reasons), durable while the state directory works (`store`; None when it could
+    not be opened: `problem` says why), direct from memory while it does not."""
+    import socket
+
+    from notifiers.render import Templates
+    from watchdogs.alerts.channels import build_working_channels
+    from watchdogs.alerts.direct import DirectSink
+    from watchdogs.alerts.guarded import GuardedSink
+    from watchdogs.alerts.sink import AlertSink
+    from watchdogs.state.store import open_store, state_problem
+
+    channels, broken = build_working_channels(config, disabled)
+    templates = Templates(config.alerts.templates)
+    host = socket.gethostname()
+
+    def reopen() -> AlertSink:
+        fresh, _ = open_store(config.scheduler.state_dir)
+        return AlertSink(config, fresh, channels, templates, host)
+
+    stored = None
+    if store is not None:
+        try:
+            stored = AlertSink(config, store, channels, templates, host)
+        except Exception as exc:  # noqa: BLE001 - a state directory that fails now is handled as such
+            kind = state_problem(exc)
+            if kind is None:
+                raise
+            problem = problem or (kind, str(exc))
+    direct = DirectSink(config.alerts, channels, templates,
+                        stored.cluster if stored else config.alerts.cluster or host, host)
+    return GuardedSink(stored, direct, Path(config.scheduler.state_dir), reopen=reopen,
+                       on_change=on_change, problem=problem), broken
 
 
 def summary(store: StateStore) -> dict[str, Any]:

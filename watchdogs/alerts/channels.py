@@ -38,3 +38,27 @@ def preflight(channels: Mapping[str, Notifier]) -> dict[str, str]:
             problems[name] = str(exc)
             LOG.error("%s (alerts for this channel will wait in the outbox)", exc)
     return problems
+
+
+def build_working_channels(config: Config, disabled: Mapping[str, list[str]] | None = None,
+                           registry: Registry | None = None, env: Mapping[str, str] | None = None
+                           ) -> tuple[dict[str, Notifier], dict[str, list[str]]]:
+    """Every enabled channel that can be built and whose secrets can be read now; the
+    others by name with the reasons (plus `disabled`, those the config loader set aside).
+    One bad channel must not cost the others."""
+    registry = registry or load_group(NOTIFIERS_GROUP)
+    broken = {name: list(reasons) for name, reasons in (disabled or {}).items()}
+    working = {}
+    for cfg in config.notifiers:
+        if not cfg.enabled:
+            continue
+        try:
+            channel = build_notifier(cfg, registry, env)
+            channel.check_secrets()
+        except Exception as exc:  # noqa: BLE001 - a broken channel plugin must not stop the others
+            reason = str(exc) if isinstance(exc, WatchdogsError) else f"{type(exc).__name__}: {exc}"
+            broken.setdefault(cfg.name, []).append(reason)
+            LOG.error("channel %s disabled: %s", cfg.name, reason)
+            continue
+        working[cfg.name] = channel
+    return working, broken

@@ -28,7 +28,7 @@ from watchdogs.alerts.tick import at_time, by_channel, evaluate
 from watchdogs.config.model import Config
 from watchdogs.result import Status
 from watchdogs.sink import ItemOutcome
-from watchdogs.state.store import StateStore
+from watchdogs.state.store import StateStore, StateUnavailable, state_problem
 
 LOG = logging.getLogger("watchdogs.alerts")
 KEEP_DELIVERED = 7 * 86400.0
@@ -66,8 +66,10 @@ class AlertSink:
                 for channel, events in by_channel(routed).items():
                     self._enqueue(db, channel, events, now)
         except sqlite3.Error as exc:
-            # Nothing was committed: the next tick's readings decide again, so nothing is lost
-            # for good. Raising would only stop the scheduler.
+            # Nothing was committed. A full, broken or corrupt state directory is the caller's
+            # to handle (it delivers these outcomes directly); anything else (a lock held too
+            # long): the next tick's readings decide again, so nothing is lost for good.
+            _raise_if_unusable(self.store, exc)
             LOG.error("alert state not recorded this tick (state database: %s)", exc)
 
     def _enqueue(self, db: sqlite3.Connection, channel: str, events: Sequence[AlertEvent],
@@ -95,6 +97,7 @@ class AlertSink:
                 self._deliver(now, False, failed)  # the news about channels, at once
             self._prune(now.timestamp())
         except sqlite3.Error as exc:
+            _raise_if_unusable(self.store, exc)
             LOG.error("outbox not flushed this tick (state database: %s)", exc)
 
     def _deliver(self, now: datetime, force: bool, failed: set[str]) -> tuple[set[str], bool]:
@@ -192,3 +195,9 @@ class AlertSink:
             outbox.prune(db, ts - KEEP_DELIVERED)
             records.prune(db, ts - KEEP_LOG)
             silences.prune(db, ts - KEEP_LOG)
+
+
+def _raise_if_unusable(store: StateStore, exc: sqlite3.Error) -> None:
+    kind = state_problem(exc)
+    if kind is not None:
+        raise StateUnavailable(kind, store.state_dir, str(exc)) from exc

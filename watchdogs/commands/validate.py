@@ -24,7 +24,8 @@ def validate(args: argparse.Namespace) -> CommandResult:
     kinds = ", ".join(f"{n} {t}" for t, n in sorted(types.items())) or "none"
     channels = ", ".join(n.name for n in config.notifiers) or "none"
     text = (f"{config.path}: valid: {units.count(len(config.checks), 'check')} ({kinds}); "
-            f"{units.count(len(config.notifiers), 'channel')} ({channels}); state in {config.scheduler.state_dir}")
+            f"{units.count(len(config.notifiers), 'channel')} ({channels}); "
+            f"state in {config.scheduler.state_dir}")
     data = {"valid": True, "path": str(config.path), "checks": [c.name for c in config.checks],
             "notifiers": [n.name for n in config.notifiers]}
     return CommandResult(text, data)

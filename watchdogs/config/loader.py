@@ -60,10 +60,15 @@ class _Problems:
 
 
 def load_config(path: str | os.PathLike[str], checks: Registry | None = None,
-                notifiers: Registry | None = None) -> Config:
+                notifiers: Registry | None = None, *, source: bytes | None = None,
+                broken_channels: dict[str, list[ConfigProblem]] | None = None) -> Config:
+    """`source`: parse these bytes (e.g. the last good copy) as if they were the file at
+    `path`. `broken_channels`: when given, a [[notify]] table with problems does not fail
+    the load; it is left out of the config and its problems are put there by channel
+    name (the scheduler disables that channel alone and says so on the others)."""
     path = Path(path).expanduser().absolute()
     problems = _Problems(str(path))
-    raw = _read_toml(path, problems)
+    raw = _read_toml(path, problems) if source is None else _parse_toml(source, path)
     base = path.parent
     for key in raw:
         if key not in sections.TOP_LEVEL:
@@ -76,7 +81,9 @@ def load_config(path: str | os.PathLike[str], checks: Registry | None = None,
     notifiers_reg = notifiers or load_group(NOTIFIERS_GROUP)
     notify_cfgs = _plugin_tables(raw, "notify", sections.NOTIFY_COMMON, notifiers_reg, problems, base)
     check_cfgs = _plugin_tables(raw, "check", sections.CHECK_COMMON, checks_reg, problems, base)
-    _check_references(check_cfgs, notify_cfgs, alerts, checks_reg, problems)
+    if broken_channels is not None:
+        _set_aside_channels(problems, notify_cfgs, broken_channels)
+    _check_references(check_cfgs, notify_cfgs, alerts, checks_reg, problems, set(broken_channels or ()))
     if problems.items:
         raise ConfigError(problems.items)
     return Config(
@@ -87,6 +94,27 @@ def load_config(path: str | os.PathLike[str], checks: Registry | None = None,
         checks=tuple(CheckConfig(**c) for c in check_cfgs),
         notifiers=tuple(NotifyConfig(**n) for n in notify_cfgs),
     )
+
+
+def _set_aside_channels(problems: _Problems, parsed: list[dict[str, Any]],
+                        broken: dict[str, list[ConfigProblem]]) -> None:
+    """Move the problems of named [[notify]] tables that failed to parse into `broken`."""
+    good = {n["name"] for n in parsed}
+    kept = []
+    for problem in problems.items:
+        name = problem.table.removeprefix('notify "').removesuffix('"')
+        if problem.table.startswith('notify "') and name not in good and problem.key != "name":
+            broken.setdefault(name, []).append(problem)
+        else:
+            kept.append(problem)
+    problems.items[:] = kept
+
+
+def _parse_toml(source: bytes, path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(source.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError([ConfigProblem(str(path), "", "", None, f"valid TOML ({exc})")]) from None
 
 
 def _read_toml(path: Path, problems: _Problems) -> dict[str, Any]:
@@ -190,8 +218,9 @@ def _unknown_type(label: str, type_name: str, registry: Registry, problems: _Pro
 
 
 def _check_references(checks: list[dict[str, Any]], notifiers: list[dict[str, Any]],
-                      alerts: dict[str, Any], registry: Registry, problems: _Problems) -> None:
-    channels = {n["name"] for n in notifiers}
+                      alerts: dict[str, Any], registry: Registry, problems: _Problems,
+                      set_aside: set[str] | None = None) -> None:
+    channels = {n["name"] for n in notifiers} | (set_aside or set())
     by_name = {c["name"]: c["type"] for c in checks}
     routes = [(f'check "{c["name"]}"', c.get("notify")) for c in checks]
     routes.append(("[alerts]", alerts.get("notify")))

@@ -35,7 +35,8 @@ SCHEDULER = {
     "job_name": Option(string, default="watchdogs-cron", help="the scheduler's own job name"),
     "heartbeat_stale": Option(duration, default=300.0, help="heartbeat age said loudly"),
     "heartbeat_url": Option(http_url, default=None,
-                            help="dead man's switch: pinged while the scheduler runs (healthchecks.io style)"),
+                            help="dead man's switch: pinged while the scheduler runs "
+                                 "(healthchecks.io style)"),
     "heartbeat_every": Option(duration, default=300.0, help="how often the dead man's switch is pinged"),
     "heartbeat_suffixes": Option(boolean, default=True,
                                  help="also ping <url>/start and <url>/fail (healthchecks.io); "

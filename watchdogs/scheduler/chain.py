@@ -23,6 +23,7 @@ from watchdogs.config.sections import SCHEDULER
 from watchdogs.errors import SlurmError, WatchdogsError
 from watchdogs.scheduler.records import Life
 from watchdogs.slurmctl.runner import run_slurm
+from watchdogs.state import lastgood
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -39,6 +40,9 @@ RECHECK_S = 300.0
 HEALTHY_ENDS = ("handover", "stop file")
 SCRIPT_ENV = "WATCHDOGS_CHAIN_SCRIPT"
 PYTHON_ENV = "WATCHDOGS_PYTHON"
+STATE_ENV = "WATCHDOGS_STATE_DIR"
+"""Where the last good config lies, for an instance whose config cannot be parsed."""
+MAIL_TYPES = "FAIL,INVALID_DEPEND"
 LIVE_STATES = "PENDING,RUNNING,CONFIGURING,COMPLETING,SUSPENDED,REQUEUED,REQUEUE_HOLD,RESIZING"
 
 
@@ -48,6 +52,11 @@ class ChainSettings:
     state_dir: Path
     stop_file: Path
     job_name: str
+    mail_user: str | None = None
+    source: str = "config"
+    """Where these settings come from: "config", "last good copy" or "defaults"."""
+    problem: str | None = None
+    """Why the config itself could not be read, if it could not."""
 
     @property
     def output_dir(self) -> Path:
@@ -62,18 +71,22 @@ class ChainJob:
     start: str
 
 
-def lenient_settings(config_path: Path) -> ChainSettings:
+def lenient_settings(config_path: Path, env: Mapping[str, str] | None = None) -> ChainSettings:
     """The chain's settings from [scheduler], even when the rest of the config is bad: a
     broken config must still leave a backed-off successor (and `watchdogs stop` must work).
-    Keys that do not parse fall back to their defaults, resolved as the loader does."""
+    Keys that do not parse fall back to their defaults, resolved as the loader does. When
+    the file cannot be read or parsed at all, the last good copy kept in the state
+    directory ($WATCHDOGS_STATE_DIR, which the chain passes on, else the default) stands in."""
+    env = os.environ if env is None else env
     config_path = config_path.expanduser().absolute()
-    raw: dict[str, Any] = {}
-    try:
-        with config_path.open("rb") as fh:
-            table = tomllib.load(fh).get("scheduler", {})
-        raw = table if isinstance(table, dict) else {}
-    except (OSError, tomllib.TOMLDecodeError):
-        pass
+    raw, problem = _scheduler_table(config_path, None)
+    source = "config"
+    if problem is not None:
+        default = Path(SCHEDULER["state_dir"].default).expanduser()
+        where = Path(env[STATE_ENV]) if env.get(STATE_ENV) else default
+        copy = lastgood.load(where)
+        raw, bad_copy = _scheduler_table(config_path, copy) if copy is not None else ({}, "none")
+        source = f"last good copy in {where}" if bad_copy is None else "defaults"
     def value(key: str) -> Any:
         try:
             return SCHEDULER[key].kind(raw[key]) if key in raw else SCHEDULER[key].default
@@ -84,7 +97,21 @@ def lenient_settings(config_path: Path) -> ChainSettings:
         found = Path(found).expanduser() if found else default
         return found if found.is_absolute() else config_path.parent / found
     state_dir = path("state_dir", Path(SCHEDULER["state_dir"].default))
-    return ChainSettings(config_path, state_dir, path("stop_file", state_dir / "STOP"), value("job_name"))
+    return ChainSettings(config_path, state_dir, path("stop_file", state_dir / "STOP"), value("job_name"),
+                         value("mail_user"), source, problem)
+
+
+def _scheduler_table(config_path: Path, source: bytes | None) -> tuple[dict[str, Any], str | None]:
+    """The raw [scheduler] table of the file (or of `source`), and why it could not be read."""
+    try:
+        if source is None:
+            source = config_path.read_bytes()
+        table = tomllib.loads(source.decode("utf-8")).get("scheduler", {})
+    except OSError as exc:
+        return {}, f"cannot read {config_path}: {exc.strerror}"
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        return {}, f"{config_path} is not valid TOML: {exc}"
+    return (table if isinstance(table, dict) else {}), None
 
 
 def crash_backoff(lives: Sequence[Life]) -> tuple[float, int]:
@@ -119,6 +146,7 @@ def sbatch_env(base: Mapping[str, str], settings: ChainSettings, script: Path) -
     env = {k: v for k, v in base.items() if not k.startswith("SLURM_") or k == "SLURM_CONF"}
     env["WATCHDOGS_CONFIG"] = str(settings.config_path)
     env[SCRIPT_ENV] = str(script)
+    env[STATE_ENV] = str(settings.state_dir)
     env.setdefault(PYTHON_ENV, sys.executable)
     return env
 
@@ -132,6 +160,9 @@ def submit_instance(settings: ChainSettings, script: Path, after: str | None, de
             f"--output={settings.output_dir}/%x-%j.out"]
     if delay > 0:
         argv.append(f"--begin=now+{int(delay)}")
+    if settings.mail_user:
+        # Slurm's own mail: reaches a person even when nothing of ours runs (sites where it works).
+        argv += [f"--mail-user={settings.mail_user}", f"--mail-type={MAIL_TYPES}"]
     reply = run_slurm([*argv, str(script)], env=sbatch_env(env, settings, script))
     return reply.stdout.strip().split(";")[0]
 

@@ -8,21 +8,25 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import time
 from collections.abc import Callable, Mapping
+from datetime import datetime, timezone
 from pathlib import Path
 
 from watchdogs import units
-from watchdogs.alerts import build_sink
-from watchdogs.config import load_config
-from watchdogs.errors import ConfigError, WatchdogsError
+from watchdogs.alerts import build_guarded_sink, selfalerts
+from watchdogs.alerts.guarded import GuardedSink
+from watchdogs.config.model import SchedulerSettings
+from watchdogs.errors import WatchdogsError
 from watchdogs.plugins import CHECKS_GROUP, Registry, load_group
-from watchdogs.scheduler import chain
+from watchdogs.scheduler import chain, startup
+from watchdogs.scheduler.deadman import DeadMansSwitch
 from watchdogs.scheduler.lock import Lock
 from watchdogs.scheduler.loop import Periodic, Scheduler
 from watchdogs.scheduler.records import Records
 from watchdogs.scheduler.stopflag import StopFlag
-from watchdogs.state.store import StateStore
+from watchdogs.state.store import CORRUPT, state_problem
 
 LOG = logging.getLogger("watchdogs.scheduler")
 RETRY_S = 30.0
@@ -62,45 +66,135 @@ def run_instance(config_path: Path, *, chained: bool, stop: StopFlag, registry: 
     """Returns the process exit code. `chained`: an instance of the Slurm job chain."""
     env = dict(os.environ if env is None else env)
     registry = registry or load_group(CHECKS_GROUP)
-    settings = chain.lenient_settings(config_path)
+    settings = chain.lenient_settings(config_path, env)
     if settings.stop_file.exists():
         LOG.warning("stop file %s exists: not starting%s (`watchdogs start` removes it)", settings.stop_file,
                     " and submitting no successor" if chained else "")
         return 0 if chained else 1
-    store = StateStore(settings.state_dir)
-    records = Records(store)
+    state = startup.open_state(settings.state_dir)
+    records = Records(state.store)
     job_id = env.get("SLURM_JOB_ID") or None
-    instance = records.begin_instance(clock(), job_id, "chain" if chained else "foreground")
+    instance = _begin(records, clock(), job_id, "chain" if chained else "foreground")
     keeper = _secure_successor(settings, records, instance, job_id, env, clock) if chained else None
-    lock = Lock(settings.state_dir)
+    lock = Lock(settings.state_dir if state.problem is None else state.store.state_dir)
     holder = lock.acquire(f"job {job_id}" if job_id else "watchdogs run")
     if holder:
         LOG.error("another scheduler instance runs on %s: %s", settings.state_dir, holder)
-        records.end_instance(instance, clock(), f"another instance holds the state: {holder}")
+        _end(records, instance, clock(), f"another instance holds the state: {holder}")
         return 1
-    try:
-        config = load_config(config_path, checks=registry)
-    except ConfigError as exc:
-        LOG.error("%s", exc)
-        count = len(exc.problems)
-        records.end_instance(instance, clock(), f"config error ({count} problem{'s' if count != 1 else ''})")
-        return exc.exit_code
+    loaded = startup.load(config_path, settings.state_dir, registry)
+    if not loaded.ok:
+        return _config_failed(loaded, state, records, instance, lock, clock)
+    assert loaded.config is not None
+    config = loaded.config
+    startup.remember(config.scheduler.state_dir, loaded)
+    switch = _switch(config.scheduler)
+    sink, disabled = build_guarded_sink(config, state.store if state.problem is None else None,
+                                        disabled=loaded.disabled, problem=state.problem,
+                                        on_change=lambda kind, detail: _state_news(switch, kind, detail))
+    now = _dt(clock())
+    sink.handle(startup.news(loaded, config, list(sink.channels), disabled, now), now)
+    if state.note:
+        sink.direct.handle([selfalerts.state_broken(CORRUPT, state.note, str(settings.state_dir), now,
+                                                    list(sink.channels))], now)
+    switch.start(f"watchdogs instance {instance} starting on {socket.gethostname()}"
+                 + (f" (job {job_id})" if job_id else ""))
     reason = "crashed"
     try:
         periodic = [Periodic(RETRY_S, keeper.try_now, "successor check")] if keeper else []
-        scheduler = Scheduler(config, store, build_sink(config, store), registry,
-                              instance=instance, stop=stop, periodic=periodic, env=env, clock=clock)
+        if switch.enabled:
+            def ping(_now: float) -> None:
+                switch.alive(_alive_body(instance, sink))
+            periodic.append(Periodic(config.scheduler.heartbeat_every, ping, "dead man's switch"))
+        def on_state_error(exc: BaseException, when: datetime) -> str | None:
+            kind = sink.state_error(exc, when)
+            if kind == CORRUPT and chained:
+                # Connections in every thread point at the bad file: the successor (queued
+                # already) starts at once, moves it aside and starts fresh.
+                stop.raise_("state database corrupt: the next instance moves it aside", grace=30.0)
+            return kind
+        scheduler = Scheduler(config, state.store, sink, registry, instance=instance, stop=stop,
+                              periodic=periodic, env=env, clock=clock, on_state_error=on_state_error)
         reason = scheduler.run()
     except BaseException as exc:
         reason = f"crashed: {type(exc).__name__}: {exc}"
+        switch.fail(f"watchdogs instance {instance} {reason}")
         raise
     finally:
-        records.end_instance(instance, clock(), reason)
+        _end(records, instance, clock(), reason)
         lock.release()
         LOG.info("scheduler instance ended: %s", reason)
+        switch.wait()
     if chained and reason.startswith("stop file"):
         _cancel_successors(settings, job_id, env)
     return 0
+
+
+def _config_failed(loaded: startup.LoadedConfig, state: startup.State, records: Records, instance: int,
+                   lock: Lock, clock: Callable[[], float]) -> int:
+    """Say so through the last good channels and its dead man's switch, then end (the
+    successor, queued already, backs off)."""
+    count = len(loaded.problems)
+    LOG.error("watchdogs cannot load its config (%d problem%s):\n  %s", count, "s" if count != 1 else "",
+              "\n  ".join(loaded.problems))
+    try:
+        if loaded.config is None:
+            LOG.error("no last good copy of the config in the state directory: nobody can be told "
+                      "but this log (and Slurm mail, if configured)")
+            return 2
+        config = loaded.config
+        switch = _switch(config.scheduler)
+        switch.fail("watchdogs cannot load its config:\n" + "\n".join(loaded.problems))
+        sink, disabled = build_guarded_sink(config, state.store if state.problem is None else None,
+                                            disabled=loaded.disabled, problem=state.problem)
+        now = _dt(clock())
+        sink.handle(startup.news(loaded, config, list(sink.channels), disabled, now), now)
+        sink.flush(now)
+        switch.wait()
+        return 2
+    finally:
+        _end(records, instance, clock(), f"config error ({count} problem{'s' if count != 1 else ''})")
+        lock.release()
+
+
+def _switch(settings: SchedulerSettings) -> DeadMansSwitch:
+    return DeadMansSwitch(settings.heartbeat_url, suffixes=settings.heartbeat_suffixes)
+
+
+def _state_news(switch: DeadMansSwitch, kind: str | None, detail: str) -> None:
+    if kind is None:
+        switch.alive(detail)
+    else:
+        switch.fail(f"state directory {kind}: {detail}")
+
+
+def _alive_body(instance: int, sink: GuardedSink) -> str:
+    state = "ok" if sink.problem is None else f"{sink.problem[0]}: {sink.problem[1]}"
+    return (f"watchdogs instance {instance} on {socket.gethostname()} alive; channels: "
+            f"{', '.join(sink.channels) or 'none'}; state directory: {state}")
+
+
+def _begin(records: Records, now: float, job_id: str | None, mode: str) -> int:
+    try:
+        return records.begin_instance(now, job_id, mode)
+    except Exception as exc:  # noqa: BLE001 - a state that cannot be written is reported by the sink
+        if state_problem(exc) is None:
+            raise
+        LOG.error("cannot record this instance in the state database: %s", exc)
+        return 0
+
+
+def _end(records: Records, instance: int, now: float, reason: str) -> None:
+    try:
+        records.end_instance(instance, now, reason)
+    except Exception as exc:  # noqa: BLE001 - see _begin
+        if state_problem(exc) is None:
+            raise
+        LOG.error("cannot record the end of this instance (%s): %s", reason, exc)
+
+
+def _dt(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, timezone.utc)
 
 
 def _secure_successor(settings: chain.ChainSettings, records: Records, instance: int, job_id: str | None,

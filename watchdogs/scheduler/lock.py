@@ -35,8 +35,11 @@ class Lock:
             if exc.errno in (errno.ENOLCK, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
                 return None  # no locking on this filesystem: rely on the job chain alone
             raise
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{who} (pid {os.getpid()} on {socket.gethostname()})\n".encode())
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{who} (pid {os.getpid()} on {socket.gethostname()})\n".encode())
+        except OSError:
+            pass  # who holds it is only for the message; a full disk must not stop the scheduler
         self._fd = fd
         return None
 

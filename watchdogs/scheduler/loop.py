@@ -30,7 +30,7 @@ from tzlocal import get_localzone
 from watchdogs import units
 from watchdogs.scheduler.items import Item, check_items, dropin_items
 from watchdogs.scheduler.prune import SCHEDULER_LOGS, prune_files
-from watchdogs.scheduler.records import FinishedRun, Records
+from watchdogs.scheduler.records import FinishedRun, GuardedRecords, Records
 from watchdogs.scheduler.runner import RUNS_DIR, Due, Finished, LoopEvent, Runner
 from watchdogs.scheduler.stopflag import StopFlag
 from watchdogs.schedules import first_run, make_trigger
@@ -67,10 +67,14 @@ class Scheduler:
     def __init__(self, config: Config, store: StateStore, sink: ResultSink, registry: Registry,
                  *, instance: int, stop: StopFlag, periodic: Sequence[Periodic] = (),
                  env: dict[str, str] | None = None, uid: int | None = None,
-                 clock: Callable[[], float] = time.time, tz: tzinfo | None = None) -> None:
+                 clock: Callable[[], float] = time.time, tz: tzinfo | None = None,
+                 on_state_error: Callable[[BaseException, datetime], object] | None = None) -> None:
+        """`on_state_error`: the state directory could not be written (full, broken,
+        corrupt); without it such an error stops the scheduler."""
         self.config = config
         self.sink = sink
-        self.records = Records(store)
+        self.records = (Records(store) if on_state_error is None else
+                        GuardedRecords(store, lambda exc: on_state_error(exc, _dt(clock()))))
         self.instance = instance
         self.stop = stop
         self.periodic = list(periodic)

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from watchdogs.result import CheckResult
-from watchdogs.state.store import StateStore
+from watchdogs.state.store import StateStore, state_problem
 
 SCHEMA = "scheduler"
 VERSION = 1
@@ -182,3 +182,76 @@ class Records:
             db.execute("DELETE FROM sched_instances WHERE ended IS NOT NULL AND ended < ? AND id NOT IN"
                        " (SELECT id FROM sched_instances ORDER BY id DESC LIMIT 30)", (cutoff,))
         return runs
+
+
+class GuardedRecords(Records):
+    """Records whose writes never stop the scheduler: a full, broken or corrupt state
+    directory is handed to `report` (which says so and switches alerts to direct delivery)
+    and the write is skipped; the checks go on. Other errors still raise."""
+
+    def __init__(self, store: StateStore, report: Callable[[BaseException], object]) -> None:
+        super().__init__(store)
+        self.report = report
+
+    def _skip(self, exc: BaseException) -> None:
+        if state_problem(exc) is None:
+            raise exc
+        self.report(exc)
+
+    def beat(self, instance: int, now: float, next_runs: Mapping[str, float | None]) -> None:
+        try:
+            super().beat(instance, now, next_runs)
+        except Exception as exc:  # noqa: BLE001 - _skip re-raises what is not about the state
+            self._skip(exc)
+
+    def plan(self, next_runs: Mapping[str, float | None]) -> None:
+        try:
+            super().plan(next_runs)
+        except Exception as exc:  # noqa: BLE001 - see beat
+            self._skip(exc)
+
+    def register(self, item: str, kind: str, schedule: str) -> None:
+        try:
+            super().register(item, kind, schedule)
+        except Exception as exc:  # noqa: BLE001 - see beat
+            self._skip(exc)
+
+    def started_many(self, items: list[tuple[str, str]], instance: int | None, now: float) -> None:
+        try:
+            super().started_many(items, instance, now)
+        except Exception as exc:  # noqa: BLE001 - see beat
+            self._skip(exc)
+
+    def finished(self, runs: list[FinishedRun]) -> None:
+        try:
+            super().finished(runs)
+        except Exception as exc:  # noqa: BLE001 - see beat
+            self._skip(exc)
+
+    def close_interrupted(self, instance: int, now: float) -> list[str]:
+        try:
+            return super().close_interrupted(instance, now)
+        except Exception as exc:  # noqa: BLE001 - see beat
+            self._skip(exc)
+            return []
+
+    def prune(self, cutoff: float) -> int:
+        try:
+            return super().prune(cutoff)
+        except Exception as exc:  # noqa: BLE001 - see beat
+            self._skip(exc)
+            return 0
+
+    def anchors(self) -> dict[str, float | None]:
+        try:
+            return super().anchors()
+        except Exception as exc:  # noqa: BLE001 - see beat
+            self._skip(exc)
+            return {}
+
+    def items(self) -> dict[str, dict[str, Any]]:
+        try:
+            return super().items()
+        except Exception as exc:  # noqa: BLE001 - see beat
+            self._skip(exc)
+            return {}

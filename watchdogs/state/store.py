@@ -4,10 +4,13 @@ Each subsystem owns its tables and creates them with `ensure_schema`.
 """
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,6 +25,82 @@ _BASE_SCHEMA = (
     "CREATE TABLE IF NOT EXISTS kv (namespace TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,"
     " PRIMARY KEY (namespace, key))",
 )
+
+
+FULL, CORRUPT, BROKEN = "full", "corrupt", "unwritable"
+_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+
+
+class StateUnavailable(WatchdogsError):
+    """The state directory cannot be used: `kind` is FULL, CORRUPT or BROKEN (I/O error,
+    read-only, permissions). The scheduler keeps running without it and says so."""
+
+    exit_code = 3
+
+    def __init__(self, kind: str, state_dir: Path, detail: str) -> None:
+        super().__init__(f"state directory {state_dir} {kind}: {detail}")
+        self.kind = kind
+        self.state_dir = state_dir
+        self.detail = detail
+
+
+def state_problem(exc: BaseException) -> str | None:
+    """FULL, CORRUPT or BROKEN for an error that means the state directory is unusable;
+    None for anything else (a programming error must not pass for a full disk)."""
+    if isinstance(exc, StateUnavailable):
+        return exc.kind
+    if isinstance(exc, OSError):
+        return FULL if exc.errno in _FULL_ERRNOS else BROKEN
+    if isinstance(exc, sqlite3.Error):
+        text = str(exc).lower()
+        code = getattr(exc, "sqlite_errorcode", None)
+        if code == sqlite3.SQLITE_FULL or "disk is full" in text or "no space" in text:
+            return FULL
+        if code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB) or "malformed" in text \
+                or "not a database" in text:
+            return CORRUPT
+        if isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
+            return None  # another process holds it: waited for, not broken
+        if isinstance(exc, (sqlite3.OperationalError, sqlite3.DatabaseError)):
+            return BROKEN
+    return None
+
+
+def move_aside(path: Path, now: float | None = None) -> Path:
+    """Rename a corrupt database (and its WAL/shm) out of the way, kept for inspection."""
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.localtime(now))
+    target = path.with_name(f"{path.name}.corrupt-{stamp}")
+    for suffix in ("", "-wal", "-shm"):
+        source = Path(f"{path}{suffix}")
+        if source.exists():
+            source.rename(Path(f"{target}{suffix}"))
+    return target
+
+
+def open_store(state_dir: Path, busy_timeout: float = 30.0) -> tuple[StateStore, str | None]:
+    """The state database; a corrupt one is moved aside and a fresh one started. Returns
+    the store and, when that happened, a note for the alert. Raises StateUnavailable when
+    the directory cannot hold a database at all (full, read-only)."""
+    path = Path(state_dir) / DB_NAME
+    try:
+        store = StateStore(state_dir, busy_timeout)
+        store.connection().execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        return store, None
+    except (sqlite3.Error, OSError, WatchdogsError) as exc:
+        kind = state_problem(exc.__cause__ or exc) or state_problem(exc)
+        if kind != CORRUPT:
+            raise StateUnavailable(kind or BROKEN, Path(state_dir), _reason(exc)) from None
+        detail = _reason(exc)
+    try:
+        kept = move_aside(path)
+        store = StateStore(state_dir, busy_timeout)
+    except (sqlite3.Error, OSError, WatchdogsError) as exc:
+        raise StateUnavailable(state_problem(exc) or BROKEN, Path(state_dir), _reason(exc)) from None
+    return store, f"the state database was corrupt ({detail}): moved aside to {kept}; started a fresh one"
+
+
+def _reason(exc: BaseException) -> str:
+    return exc.strerror or str(exc) if isinstance(exc, OSError) else str(exc)
 
 
 def ensure_private_dir(path: Path) -> Path:
@@ -53,7 +132,7 @@ class StateStore:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=FULL")
         except sqlite3.Error as exc:
-            raise WatchdogsError(f"{self.path}: cannot open state database: {exc}") from None
+            raise WatchdogsError(f"{self.path}: cannot open state database: {exc}") from exc
         conn.row_factory = sqlite3.Row
         os.chmod(self.path, 0o600)
         return conn
@@ -65,10 +144,14 @@ class StateStore:
         conn.execute("BEGIN IMMEDIATE")
         try:
             yield conn
+            conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            # Also after a failed COMMIT (disk full): a transaction left open would make every
+            # later BEGIN fail, and the state would never recover when space comes back.
+            if conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):  # the original error is the one to report
+                    conn.execute("ROLLBACK")
             raise
-        conn.execute("COMMIT")
 
     def ensure_schema(self, name: str, version: int, statements: Sequence[str]) -> None:
         """Run `statements` once per (name, version); they must be idempotent DDL."""

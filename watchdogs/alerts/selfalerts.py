@@ -1,0 +1,77 @@
+"""The watchdog's news about itself, as ordinary outcomes of items named `watchdogs:*`, so
+they follow the same lifecycle as any check: said once per change (a different error is a
+new fingerprint), repeated while it lasts, RESOLVED when fixed. They go to every working
+channel whatever the routes say: a route naming only the broken channel must not swallow
+the news that it is broken.
+"""
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from datetime import datetime
+
+from watchdogs.result import CheckResult, Status
+from watchdogs.sink import ItemOutcome
+
+CONFIG = "watchdogs:config"
+STATE = "watchdogs:state"
+CHANNEL_PREFIX = "watchdogs:channel:"
+KIND = "watchdogs"
+
+
+def channel_item(name: str) -> str:
+    return f"{CHANNEL_PREFIX}{name}"
+
+
+def fingerprint(lines: Sequence[str]) -> str:
+    return hashlib.sha256("\n".join(sorted(lines)).encode()).hexdigest()[:16]
+
+
+def everyone(channels: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    names = tuple(channels)
+    return {"critical": names, "warning": names, "unknown": names, "resolved": names}
+
+
+def outcome(item: str, status: Status, summary: str, now: datetime, channels: Sequence[str],
+            details: Sequence[str] = (), key: Sequence[str] = ()) -> ItemOutcome:
+    """`key`: what identifies the problem (the error lines): a new key is a new alert."""
+    result = CheckResult(status, summary, tuple(details),
+                         context={"fingerprint": fingerprint(key) if status is not Status.OK else ""})
+    return ItemOutcome(item, KIND, result, now, now, notify=everyone(channels), after=1)
+
+
+def config_broken(problems: Sequence[str], config_path: str, now: datetime,
+                  channels: Sequence[str]) -> ItemOutcome:
+    head = problems[0] if len(problems) == 1 else f"{len(problems)} problems"
+    return outcome(CONFIG, Status.CRITICAL, f"watchdogs cannot load its config: {head}", now, channels,
+                   details=(*problems, f"running from the last good copy of {config_path}; "
+                                       "fix the file (`watchdogs validate`) and the next instance "
+                                       "picks it up"), key=problems)
+
+
+def config_ok(now: datetime, channels: Sequence[str]) -> ItemOutcome:
+    return outcome(CONFIG, Status.OK, "watchdogs loads its config again", now, channels)
+
+
+def channel_disabled(name: str, reasons: Sequence[str], now: datetime,
+                     channels: Sequence[str]) -> ItemOutcome:
+    return outcome(channel_item(name), Status.CRITICAL,
+                   f"alert channel {name} is disabled: {'; '.join(reasons)}", now, channels,
+                   details=("every other channel and every check keep working; alerts meant for it "
+                            "go nowhere until it is fixed",), key=reasons)
+
+
+def channel_ok(name: str, now: datetime, channels: Sequence[str]) -> ItemOutcome:
+    return outcome(channel_item(name), Status.OK, f"alert channel {name} works again", now, channels)
+
+
+def state_broken(kind: str, detail: str, state_dir: str, now: datetime,
+                 channels: Sequence[str]) -> ItemOutcome:
+    return outcome(STATE, Status.CRITICAL, f"state directory {kind}: {state_dir}: {detail}", now, channels,
+                   details=("checks keep running; alerts are sent directly from memory (no outbox, "
+                            "no retries after a restart) until the state directory can be written",),
+                   key=(kind,))
+
+
+def state_ok(now: datetime, channels: Sequence[str], note: str = "") -> ItemOutcome:
+    return outcome(STATE, Status.OK, note or "the state directory can be written again", now, channels)

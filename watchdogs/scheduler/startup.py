@@ -1,0 +1,113 @@
+"""What an instance needs before its loop, each with a way through when it fails: the
+config (else the last good copy, to say so through its channels), the state database (a
+corrupt one moved aside, an unusable directory replaced by a scratch one in memory's
+stead), and the watchdog's own news about itself as outcomes.
+"""
+from __future__ import annotations
+
+import logging
+import tempfile
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from watchdogs.alerts import selfalerts
+from watchdogs.config import Config, load_config
+from watchdogs.errors import ConfigError, ConfigProblem, WatchdogsError
+from watchdogs.plugins import Registry
+from watchdogs.sink import ItemOutcome
+from watchdogs.state import lastgood
+from watchdogs.state.store import StateStore, StateUnavailable, open_store
+
+LOG = logging.getLogger("watchdogs.scheduler")
+
+
+@dataclass(frozen=True)
+class LoadedConfig:
+    config: Config | None
+    """The config to run with: the file's, else the last good copy (to report), else None."""
+    problems: tuple[str, ...] = ()
+    """Why the file itself did not load; empty when it did."""
+    disabled: dict[str, list[str]] = field(default_factory=dict)
+    """Channels left out, with the reasons."""
+    source: bytes | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def load(config_path: Path, state_dir: Path, registry: Registry) -> LoadedConfig:
+    """The config; a [[notify]] table with problems only disables that channel. When the
+    file does not load at all, the last good copy from `state_dir` (or None)."""
+    disabled: dict[str, list[ConfigProblem]] = {}
+    try:
+        source = config_path.expanduser().read_bytes()
+        config = load_config(config_path, checks=registry, source=source, broken_channels=disabled)
+        return LoadedConfig(config, (), _text(disabled), source)
+    except OSError as exc:
+        problems: tuple[str, ...] = (f"{config_path}: cannot read config: {exc.strerror}",)
+    except ConfigError as exc:
+        problems = tuple(str(p) for p in exc.problems)
+    except WatchdogsError as exc:
+        problems = (str(exc),)
+    copy = lastgood.load(state_dir)
+    if copy is None:
+        return LoadedConfig(None, problems)
+    disabled = {}
+    try:
+        config = load_config(config_path, checks=registry, source=copy, broken_channels=disabled)
+    except WatchdogsError as exc:
+        LOG.error("the last good copy of the config does not load either: %s", exc)
+        return LoadedConfig(None, problems)
+    return LoadedConfig(config, problems, _text(disabled), copy)
+
+
+def _text(disabled: dict[str, list[ConfigProblem]]) -> dict[str, list[str]]:
+    return {name: [_short(p) for p in problems] for name, problems in disabled.items()}
+
+
+def _short(problem: object) -> str:
+    """A config problem of a channel without the file and table (the alert names both)."""
+    text = str(problem)
+    return text.split(": ", 2)[-1] if text.count(": ") >= 2 else text
+
+
+def remember(state_dir: Path, loaded: LoadedConfig) -> None:
+    if loaded.ok and loaded.source is not None and not lastgood.save(state_dir, loaded.source):
+        LOG.warning("could not keep a copy of the config in %s (used if the config breaks later)", state_dir)
+
+
+@dataclass(frozen=True)
+class State:
+    store: StateStore
+    problem: tuple[str, str] | None = None
+    """(kind, detail) when the real state directory cannot be used and `store` is a scratch one."""
+    note: str | None = None
+    """A corrupt database was moved aside: what to tell people."""
+
+
+def open_state(state_dir: Path) -> State:
+    """The state database in `state_dir`; a corrupt one is moved aside (and said). When the
+    directory cannot hold one (full, read-only), a private scratch directory stands in so
+    the checks still run, and the problem is said at once."""
+    try:
+        store, note = open_store(state_dir)
+        return State(store, None, note)
+    except StateUnavailable as exc:
+        scratch = Path(tempfile.mkdtemp(prefix="watchdogs-state-"))
+        LOG.error("%s: running on a scratch state in %s until it can be written", exc, scratch)
+        store, _ = open_store(scratch)
+        return State(store, (exc.kind, exc.detail), None)
+
+
+def news(loaded: LoadedConfig, config: Config, working: list[str], disabled: dict[str, list[str]],
+         now: datetime) -> list[ItemOutcome]:
+    """The watchdog's own outcomes at start: its config, and each channel's fate."""
+    outcomes = [selfalerts.config_ok(now, working) if loaded.ok
+                else selfalerts.config_broken(list(loaded.problems), str(config.path), now, working)]
+    for name in sorted(disabled):
+        outcomes.append(selfalerts.channel_disabled(name, disabled[name], now, working))
+    for name in working:
+        outcomes.append(selfalerts.channel_ok(name, now, working))
+    return outcomes
