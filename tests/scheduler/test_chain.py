@@ -37,9 +37,11 @@ def running(name: str, not_: tuple[str, ...] = ()) -> str | None:
 
 
 def sbatch(site: Site) -> str:
-    """Submit the scheduler the way the README says: sbatch the script once."""
+    """Submit the scheduler the way the README says: sbatch the script once (with the job
+    name the config gives; a job of another name hands over to one of the right name)."""
     out = subprocess.run(["sbatch", "--parsable", str(SCRIPT)], capture_output=True, text=True, check=True,
-                         env=site.env(), cwd=site.root, timeout=30).stdout
+                         env={**site.env(), "SBATCH_JOB_NAME": site.job_name}, cwd=site.root,
+                         timeout=30).stdout
     return out.strip().split(";")[0]
 
 

@@ -44,6 +44,7 @@ class SuccessorKeeper:
         self.delay = delay
         self.env = env
         self.next_check = 0.0
+        self.secured = False
 
     def __call__(self, now: float) -> None:
         if now < self.next_check:
@@ -52,6 +53,7 @@ class SuccessorKeeper:
         script = chain.own_script(self.job_id, self.env)
         done = chain.ensure_successor(self.settings, self.job_id, script, self.delay, self.env)
         LOG.info("chain: %s", done)
+        self.secured = True
         self.next_check = now + chain.RECHECK_S
 
     def try_now(self, now: float) -> None:
@@ -76,6 +78,14 @@ def run_instance(config_path: Path, *, chained: bool, stop: StopFlag, registry: 
     job_id = env.get("SLURM_JOB_ID") or None
     instance = _begin(records, clock(), job_id, "chain" if chained else "foreground")
     keeper = _secure_successor(settings, records, instance, job_id, env, clock) if chained else None
+    if keeper is not None and keeper.secured and _submitted_by_hand(settings, env):
+        reason = (f"handover: submitted by hand as {env.get('SLURM_JOB_NAME')!r}; the chain goes on as "
+                  f"{settings.job_name!r} with its log in {settings.output_dir}")
+        LOG.warning("%s", reason)
+        _end(records, instance, clock(), reason)
+        return 0
+    if chained and job_id:
+        _log_where_start_does(settings, job_id)
     lock = Lock(settings.state_dir if state.problem is None else state.store.state_dir)
     holder = lock.acquire(f"job {job_id}" if job_id else "watchdogs run")
     if holder:
@@ -128,6 +138,33 @@ def run_instance(config_path: Path, *, chained: bool, stop: StopFlag, registry: 
     if chained and reason.startswith("stop file"):
         _cancel_successors(settings, job_id, env)
     return 0
+
+
+def _submitted_by_hand(settings: chain.ChainSettings, env: Mapping[str, str]) -> bool:
+    """`sbatch slurm/cron-scheduler.slurm` with a config naming another job_name: this job
+    is not one of the chain (its successor, queued with the config's name, takes over)."""
+    name = env.get("SLURM_JOB_NAME")
+    return bool(name) and name != settings.job_name
+
+
+def _log_where_start_does(settings: chain.ChainSettings, job_id: str) -> None:
+    """Write to <state_dir>/scheduler/<job_name>-<job id>.out, as `watchdogs start` sets it
+    up, also when the job was sbatch'ed by hand (slurm-N.out in the submit folder)."""
+    target = settings.output_dir / f"{settings.job_name}-{job_id}.out"
+    try:
+        if Path(os.readlink("/proc/self/fd/1")) == target:
+            return
+        settings.output_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    except OSError as exc:
+        LOG.warning("keeping this log here: cannot open %s: %s", target, exc.strerror)
+        return
+    LOG.info("this instance logs to %s from here on (the log folder from the config)", target)
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
 
 
 def _config_failed(loaded: startup.LoadedConfig, state: startup.State, records: Records, instance: int,
