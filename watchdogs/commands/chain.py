@@ -15,7 +15,8 @@ from pathlib import Path
 from watchdogs.commands.base import CommandResult, config_from_args
 from watchdogs.config import find_config_path
 from watchdogs.errors import WatchdogsError
-from watchdogs.scheduler import chain
+from watchdogs.scheduler import chain, startup
+from watchdogs.state.store import open_store
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -32,6 +33,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def start(args: argparse.Namespace) -> CommandResult:
     config = config_from_args(args)  # a broken config is refused here, not in the queue
     settings = chain.lenient_settings(config.path)
+    open_store(settings.state_dir)[0].close()  # a state folder that cannot hold a database: say so now
+    # Validated: the copy the chain falls back on, and where `stop` finds it if the file breaks.
+    validated = startup.LoadedConfig(config, (), {}, config.path.read_bytes())
+    startup.remember(config.path, settings.state_dir, validated)
     script = Path(args.script).expanduser().absolute() if args.script else chain.default_script()
     if not script.is_file():
         raise WatchdogsError(f"{script}: no such batch script (pass --script or set ${chain.SCRIPT_ENV})")
@@ -53,9 +58,20 @@ def start(args: argparse.Namespace) -> CommandResult:
 def stop(args: argparse.Namespace) -> CommandResult:
     # Lenient: `stop` must work even when the config is broken (that may be why you stop).
     settings = chain.lenient_settings(find_config_path(args.config))
+    if settings.problem is not None and settings.source == "defaults":
+        # Guessing the default job name and state folder would "stop" nothing and say so
+        # proudly while the real chain runs on.
+        raise WatchdogsError(
+            f"{settings.problem}\ncannot tell which chain to stop: the config cannot be read and no last "
+            f"good copy of it was found in {settings.state_dir}. Nothing was stopped. Fix the config, or "
+            "stop the chain by hand: `squeue --me` shows its jobs (named by [scheduler] job_name, "
+            "default watchdogs-cron); `scancel <job id>...` ends them; `touch <state_dir>/STOP` keeps "
+            "new ones from starting")
     _write_stop_file(settings.stop_file)
     jobs, error = chain.safe_chain_jobs(settings)
     text = f"wrote the stop file {settings.stop_file}: instances starting from now on exit at once"
+    if settings.problem is not None:
+        text = f"{settings.problem}\nused the {settings.source} to find the chain\n{text}"
     if error:
         return CommandResult(f"{text}\ncannot cancel the queued/running instances: {error}",
                              {"stop_file": str(settings.stop_file), "cancelled": [], "error": error},

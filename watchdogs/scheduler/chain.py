@@ -83,7 +83,8 @@ def lenient_settings(config_path: Path, env: Mapping[str, str] | None = None) ->
     source = "config"
     if problem is not None:
         default = Path(SCHEDULER["state_dir"].default).expanduser()
-        where = Path(env[STATE_ENV]) if env.get(STATE_ENV) else default
+        where = (Path(env[STATE_ENV]) if env.get(STATE_ENV) else
+                 lastgood.noted_state_dir(config_path, default) or default)
         copy = lastgood.load(where)
         raw, bad_copy = _scheduler_table(config_path, copy) if copy is not None else ({}, "none")
         source = f"last good copy in {where}" if bad_copy is None else "defaults"

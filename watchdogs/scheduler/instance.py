@@ -97,7 +97,7 @@ def run_instance(config_path: Path, *, chained: bool, stop: StopFlag, registry: 
         return _config_failed(loaded, state, records, instance, lock, clock)
     assert loaded.config is not None
     config = loaded.config
-    startup.remember(config.scheduler.state_dir, loaded)
+    startup.remember(config.path, config.scheduler.state_dir, loaded)
     switch = _switch(config.scheduler)
     sink, disabled = build_guarded_sink(config, state.store if state.problem is None else None,
                                         disabled=loaded.disabled, problem=state.problem,

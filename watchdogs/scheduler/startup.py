@@ -13,6 +13,7 @@ from pathlib import Path
 
 from watchdogs.alerts import selfalerts
 from watchdogs.config import Config, load_config
+from watchdogs.config.sections import SCHEDULER
 from watchdogs.errors import ConfigError, ConfigProblem, WatchdogsError
 from watchdogs.plugins import Registry
 from watchdogs.sink import ItemOutcome
@@ -73,9 +74,12 @@ def _short(problem: object) -> str:
     return text.split(": ", 2)[-1] if text.count(": ") >= 2 else text
 
 
-def remember(state_dir: Path, loaded: LoadedConfig) -> None:
-    if loaded.ok and loaded.source is not None and not lastgood.save(state_dir, loaded.source):
+def remember(config_path: Path, state_dir: Path, loaded: LoadedConfig) -> None:
+    if not loaded.ok or loaded.source is None:
+        return
+    if not lastgood.save(state_dir, loaded.source):
         LOG.warning("could not keep a copy of the config in %s (used if the config breaks later)", state_dir)
+    lastgood.note_state_dir(config_path, state_dir, Path(SCHEDULER["state_dir"].default).expanduser())
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ paths mean what they meant.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -36,6 +37,31 @@ def save(state_dir: Path, source: bytes) -> bool:
     except OSError:
         temp.unlink(missing_ok=True)
         return False
+
+
+def index_entry(config_path: Path, index_dir: Path) -> Path:
+    """Where the state folder of the chain run from `config_path` is noted, in a fixed
+    per-user place: found again when the config itself cannot be read to say so."""
+    key = hashlib.sha256(str(config_path.expanduser().absolute()).encode()).hexdigest()[:16]
+    return index_dir / "chains" / key
+
+
+def note_state_dir(config_path: Path, state_dir: Path, index_dir: Path) -> None:
+    entry = index_entry(config_path, index_dir)
+    try:
+        if entry.exists() and entry.read_text() == str(state_dir):
+            return
+        entry.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        entry.write_text(str(state_dir))
+    except OSError:
+        pass  # only a help for `stop` with an unreadable config; never worth a failure
+
+
+def noted_state_dir(config_path: Path, index_dir: Path) -> Path | None:
+    try:
+        return Path(index_entry(config_path, index_dir).read_text().strip())
+    except OSError:
+        return None
 
 
 def load(state_dir: Path) -> bytes | None:
