@@ -8,7 +8,9 @@ import time
 from typing import Any
 
 from watchdogs import units
-from watchdogs.commands.base import CommandResult, config_from_args
+from watchdogs.commands.base import CommandResult
+from watchdogs.config import Config, find_config_path, load_config
+from watchdogs.errors import ConfigProblem
 from watchdogs.plugins import CHECKS_GROUP, load_group
 from watchdogs.scheduler.statusview import ago, gather
 from watchdogs.slurmctl.runner import run_slurm
@@ -23,11 +25,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def status(args: argparse.Namespace) -> CommandResult:
-    config = config_from_args(args)
+    set_aside: dict[str, list[ConfigProblem]] = {}
+    config = load_config(find_config_path(getattr(args, "config", None)), broken_channels=set_aside)
     store = StateStore(config.scheduler.state_dir)
     now = time.time()
     data = gather(config, store, load_group(CHECKS_GROUP), now, run_slurm)
     data["alerts"] = _alerts(store)
+    data["disabled_channels"] = _disabled(config, set_aside)
     stale = data["scheduler"]["stale"]
     return CommandResult(render(data, config.scheduler.heartbeat_stale), data, exit_code=2 if stale else 0)
 
@@ -41,9 +45,25 @@ def _alerts(store: StateStore) -> dict[str, Any] | None:
         return None
 
 
+def _disabled(config: Config, set_aside: dict[str, list[ConfigProblem]]) -> dict[str, list[str]]:
+    """Channels the scheduler leaves out (config problems, secrets it cannot read), why."""
+    from watchdogs.alerts.channels import build_working_channels
+
+    reasons = {name: [f"{p.key}: expected {p.expected}" for p in found] for name, found in set_aside.items()}
+    quiet = logging.getLogger("watchdogs.alerts")
+    level = quiet.level
+    quiet.setLevel(logging.CRITICAL)  # status says it below, once, not as a log line
+    try:
+        return build_working_channels(config, reasons)[1]
+    finally:
+        quiet.setLevel(level)
+
+
 def render(data: dict[str, Any], stale_after: float) -> str:
     now = data["now"]
     lines = _scheduler_lines(data["scheduler"], now, stale_after)
+    for name, reasons in sorted(data.get("disabled_channels", {}).items()):
+        lines.append(f"channel    !!! {name} DISABLED (alerts for it go nowhere): {'; '.join(reasons)}")
     if data["stop_file"]:
         lines.append(f"stop file  {data['stop_file']} exists: the chain stays stopped "
                      "(`watchdogs start` removes it)")

@@ -107,6 +107,7 @@ def run_instance(config_path: Path, *, chained: bool, stop: StopFlag, registry: 
     if state.note:
         sink.direct.handle([selfalerts.state_broken(CORRUPT, state.note, str(settings.state_dir), now,
                                                     list(sink.channels))], now)
+    sink.flush(now)  # news about the watchdog itself goes out now, not at the first tick
     switch.start(f"watchdogs instance {instance} starting on {socket.gethostname()}"
                  + (f" (job {job_id})" if job_id else ""))
     reason = "crashed"
