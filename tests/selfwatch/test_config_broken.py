@@ -31,7 +31,7 @@ def test_broken_config_is_said_through_the_last_good_channels_once_then_resolved
     assert mails(smtp) == []  # nothing to say while all is well
     good = site.config.read_text()
     site.config.write_text(good.replace('tick = "1s"', 'tick = "1s'))  # an unterminated string
-    for attempt in range(2):
+    for _attempt in range(2):
         broken = site.watchdogs("run")
         assert broken.returncode == 2 and "Traceback" not in broken.stderr
         assert "watchdogs cannot load its config (1 problem)" in broken.stderr

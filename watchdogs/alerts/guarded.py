@@ -48,12 +48,16 @@ class GuardedSink:
             self._pending_problem = None
             self.failed(kind, detail, now)
         if self.problem is None and self.stored is not None:
+            # An alert opened from memory during the outage is closed from memory too: the
+            # database never heard of it, and its RESOLVED must not be lost.
+            carried = {item for item, state in self.direct.states.items() if state.open}
             try:
-                self.stored.handle(outcomes, now)
-                return
+                self.stored.handle([o for o in outcomes if o.item not in carried], now)
+                outcomes = [o for o in outcomes if o.item in carried]
             except StateUnavailable as exc:
                 self.failed(exc.kind, exc.detail, now)
-        self.direct.handle(outcomes, now)
+        if outcomes:
+            self.direct.handle(outcomes, now)
 
     def flush(self, now: datetime, force: bool = False) -> None:
         if self._pending_problem is not None:

@@ -99,9 +99,12 @@ def run_instance(config_path: Path, *, chained: bool, stop: StopFlag, registry: 
     config = loaded.config
     startup.remember(config.path, config.scheduler.state_dir, loaded)
     switch = _switch(config.scheduler)
+    stores = startup.StoreSwitch(settings.state_dir, state)
+    def on_change(kind: str | None, detail: str) -> None:
+        _state_news(switch, kind, detail)
+        stores(kind, detail)
     sink, disabled = build_guarded_sink(config, state.store if state.problem is None else None,
-                                        disabled=loaded.disabled, problem=state.problem,
-                                        on_change=lambda kind, detail: _state_news(switch, kind, detail))
+                                        disabled=loaded.disabled, problem=state.problem, on_change=on_change)
     now = _dt(clock())
     sink.handle(startup.news(loaded, config, list(sink.channels), disabled, now), now)
     if state.note:
@@ -126,6 +129,7 @@ def run_instance(config_path: Path, *, chained: bool, stop: StopFlag, registry: 
             return kind
         scheduler = Scheduler(config, state.store, sink, registry, instance=instance, stop=stop,
                               periodic=periodic, env=env, clock=clock, on_state_error=on_state_error)
+        stores.target = scheduler
         reason = scheduler.run()
     except BaseException as exc:
         reason = f"crashed: {type(exc).__name__}: {exc}"

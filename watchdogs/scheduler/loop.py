@@ -28,6 +28,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from tzlocal import get_localzone
 
 from watchdogs import units
+from watchdogs.scheduler import records as records_schema
 from watchdogs.scheduler.items import Item, check_items, dropin_items
 from watchdogs.scheduler.prune import SCHEDULER_LOGS, prune_files
 from watchdogs.scheduler.records import FinishedRun, GuardedRecords, Records
@@ -122,6 +123,14 @@ class Scheduler:
                     self._prune(now)
                 self._chores(now, last_chores)
         return self._shutdown()
+
+    def use_store(self, store: StateStore) -> None:
+        """Carry on with another state database: a scratch one while the state directory
+        is full or broken (checks keep their memory there, drop-ins their logs), the real
+        one again when it can be written. Taken by the next batch started."""
+        store.ensure_schema(records_schema.SCHEMA, records_schema.VERSION, records_schema.DDL)
+        self.records.store = store
+        self.runner.store = store
 
     # -- the loop's steps ----------------------------------------------------------------
     def _collect(self, timeout: float) -> tuple[list[Due], list[tuple[FinishedRun, Item]]]:

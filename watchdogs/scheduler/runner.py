@@ -176,7 +176,8 @@ class Runner:
     def _dropin_body(self, run: Run, ctx: TickContext, waits: list[threading.Event]) -> None:
         dropin = run.item.dropin
         assert dropin is not None
-        log = run_log_path(self.config.scheduler.state_dir, run.item.id, run.started)
+        # The store's folder: the scratch one while the state directory is full (see Scheduler.use_store).
+        log = run_log_path(self.store.state_dir, run.item.id, run.started)
         env = dropin_env(self.env, self.config, run.item.id)
         job_id = None
         try:

@@ -10,6 +10,7 @@ import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from watchdogs.alerts import selfalerts
 from watchdogs.config import Config, load_config
@@ -19,6 +20,9 @@ from watchdogs.plugins import Registry
 from watchdogs.sink import ItemOutcome
 from watchdogs.state import lastgood
 from watchdogs.state.store import StateStore, StateUnavailable, open_store
+
+if TYPE_CHECKING:
+    from watchdogs.scheduler.loop import Scheduler
 
 LOG = logging.getLogger("watchdogs.scheduler")
 
@@ -115,3 +119,32 @@ def news(loaded: LoadedConfig, config: Config, working: list[str], disabled: dic
     for name in working:
         outcomes.append(selfalerts.channel_ok(name, now, working))
     return outcomes
+
+
+class StoreSwitch:
+    """Moves the scheduler between the real state database and a scratch one as the state
+    directory fails and recovers (told by the sink's probe and by failed writes)."""
+
+    def __init__(self, state_dir: Path, state: State) -> None:
+        self.state_dir = state_dir
+        self.real: StateStore | None = state.store if state.problem is None else None
+        self.scratch: StateStore | None = state.store if state.problem is not None else None
+        self.target: Scheduler | None = None
+
+    def __call__(self, kind: str | None, detail: str) -> None:
+        if self.target is None:
+            return
+        try:
+            if kind is None:
+                if self.real is None:
+                    self.real, _ = open_store(self.state_dir)
+                self.target.use_store(self.real)
+                LOG.warning("back on the state database in %s", self.state_dir)
+            else:
+                if self.scratch is None:
+                    self.scratch, _ = open_store(Path(tempfile.mkdtemp(prefix="watchdogs-state-")))
+                self.target.use_store(self.scratch)
+                LOG.warning("state directory %s: carrying on with a scratch state in %s", kind,
+                            self.scratch.state_dir)
+        except WatchdogsError as exc:
+            LOG.error("cannot switch the state database: %s", exc)
