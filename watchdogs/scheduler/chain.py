@@ -76,18 +76,19 @@ def lenient_settings(config_path: Path, env: Mapping[str, str] | None = None) ->
     broken config must still leave a backed-off successor (and `watchdogs stop` must work).
     Keys that do not parse fall back to their defaults, resolved as the loader does. When
     the file cannot be read or parsed at all, the last good copy kept in the state
-    directory ($WATCHDOGS_STATE_DIR, which the chain passes on, else the default) stands in."""
+    directory stands in: $WATCHDOGS_STATE_DIR (the chain passes it on to successors), else
+    the folder noted for this config file in the per-user index (see state.lastgood)."""
     env = os.environ if env is None else env
     config_path = config_path.expanduser().absolute()
     raw, problem = _scheduler_table(config_path, None)
     source = "config"
     if problem is not None:
-        default = Path(SCHEDULER["state_dir"].default).expanduser()
-        where = (Path(env[STATE_ENV]) if env.get(STATE_ENV) else
-                 lastgood.noted_state_dir(config_path, default) or default)
-        copy = lastgood.load(where)
+        # Only a copy known to be this config's: the default folder may hold another chain's.
+        index = Path(SCHEDULER["state_dir"].default).expanduser()
+        where = Path(env[STATE_ENV]) if env.get(STATE_ENV) else lastgood.noted_state_dir(config_path, index)
+        copy = lastgood.load(where) if where is not None else None
         raw, bad_copy = _scheduler_table(config_path, copy) if copy is not None else ({}, "none")
-        source = f"last good copy in {where}" if bad_copy is None else "defaults"
+        source = f"last good copy in {where}" if copy is not None and bad_copy is None else "defaults"
     def value(key: str) -> Any:
         try:
             return SCHEDULER[key].kind(raw[key]) if key in raw else SCHEDULER[key].default
