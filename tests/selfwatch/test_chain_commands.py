@@ -86,7 +86,8 @@ def test_sbatch_by_hand_hands_over_to_the_name_and_log_folder_start_uses(chain_s
     site.write_config('mail_user = "oncall@example.org"')
     hand = subprocess.run(["sbatch", "--parsable", str(SCRIPT)], env=site.env(), cwd=site.root,
                           capture_output=True, text=True, check=True, timeout=30).stdout.strip()
-    chained = wait_for(lambda: running(site.job_name), timeout=40, what="an instance named as the config says")
+    chained = wait_for(lambda: running(site.job_name), timeout=40,
+                       what="an instance named as the config says")
     wait_for(lambda: job_state(hand) == "COMPLETED", timeout=30, what="the hand-made job to hand over")
     assert "handover: submitted by hand as 'watchdogs-cron'" in (site.root / f"slurm-{hand}.out").read_text()
     log = site.state / "scheduler" / f"{site.job_name}-{chained}.out"

@@ -19,7 +19,8 @@ def test_no_command_lists_the_commands(site: Site) -> None:
 
 
 def test_help_speaks_to_users_not_developers() -> None:
-    done = subprocess.run([sys.executable, "-m", "watchdogs", "-h"], capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, "-m", "watchdogs", "-h"], capture_output=True, text=True,
+                          timeout=60)
     assert done.returncode == 0
     assert "error boundary" not in done.stdout and "CommandResult" not in done.stdout
     assert "watchdogs start" in done.stdout and "watchdogs status" in done.stdout
@@ -31,7 +32,8 @@ def test_status_piped_into_a_pager_that_quits_ends_without_a_traceback(site: Sit
     reader = subprocess.Popen(["head", "-n", "0"], stdin=subprocess.PIPE)
     assert reader.stdin is not None
     writer = subprocess.run([sys.executable, "-m", "watchdogs", "--config", str(site.config), "status"],
-                            stdout=reader.stdin, stderr=subprocess.PIPE, text=True, timeout=60, env=site.env())
+                            stdout=reader.stdin, stderr=subprocess.PIPE, text=True, timeout=60,
+                            env=site.env())
     reader.stdin.close()
     reader.wait(10)
     assert "Traceback" not in writer.stderr and "BrokenPipeError" not in writer.stderr
