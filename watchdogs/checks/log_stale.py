@@ -67,7 +67,7 @@ class LogStaleCheck(WatchesLinkedJob, Check):
         bad = [v for v in verdicts if v.status is status] if status is not Status.OK else verdicts
         summary = "; ".join(v.summary for v in bad)
         details = tuple(d for v in verdicts for d in v.details)
-        fingerprint = "|".join(v.fingerprint for v in verdicts if v.fingerprint)
+        fingerprint = "|".join(sorted({v.fingerprint for v in verdicts if v.fingerprint}))
         context: dict[str, str] = {}
         if job is not None and job.kind == UNKNOWN and status is not Status.OK:
             # The log looks hung but Slurm cannot say whether the job still runs.

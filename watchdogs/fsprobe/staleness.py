@@ -1,6 +1,9 @@
 """Is a training hung? Pure judgements of a log's age, its progress counter and per-rank
 heartbeat records, given the time and when the job started (a fresh start has not had
-time to write anything yet)."""
+time to write anything yet).
+
+A verdict's fingerprint names *what* is hung (the log, the ranks), never how it shows: a
+stale log that also shows a stuck counter is the same problem, not a new alert."""
 from __future__ import annotations
 
 import re
@@ -32,7 +35,7 @@ def file_age(path: str, mtime: float, now: float, max_age: float, since: float |
     written = f"{path} last written {format_duration(now - mtime)} ago"
     if age > max_age:
         return Verdict(Status.CRITICAL, f"hung? {written} (max_age {format_duration(max_age)})",
-                       fingerprint=f"stale:{path}")
+                       fingerprint=f"log:{path}")
     return Verdict(Status.OK, written)
 
 
@@ -66,7 +69,7 @@ def judge_progress(previous: Progress | None, current: Progress, now: float, max
         return Verdict(Status.CRITICAL, f"hung? progress stuck at {shown} for "
                                         f"{format_duration(now - current.changed_at)} "
                                         f"(max_age {format_duration(max_age)})",
-                       fingerprint=f"stuck:{current.path}")
+                       fingerprint=f"log:{current.path}")
     return Verdict(Status.OK, f"progress {shown}")
 
 

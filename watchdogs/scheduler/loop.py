@@ -48,6 +48,9 @@ POLL_S = 0.5
 """How often the loop looks at the stop flag while idle (a signal handler only sets it)."""
 COALESCE_S = 0.05
 """Items due within this of each other run as one batch."""
+SETTLE_S = 20.0
+"""How long finished results wait for the rest of their batch, so one tick's news goes
+out as one message even when its items finish a moment apart."""
 PRUNE_EVERY_S = 3600.0
 
 
@@ -86,6 +89,7 @@ class Scheduler:
         self.runner = Runner(config, store, self.records, self.events, instance, env, clock)
         self.items: dict[str, Item] = {}
         self._outcomes: list[ItemOutcome] = []
+        self._held_since = 0.0
         self.refused: list[Refusal] = []
         self._warned: set[str] = set()
         self._checks, self._check_refusals = check_items(config, registry)
@@ -170,18 +174,30 @@ class Scheduler:
                 continue
             LOG.info("%s: %s: %s", run.item, run.result.status.name, run.result.summary)
             self._outcomes.append(item.outcome(run.result, _dt(run.started), _dt(run.finished)))
+            self._held_since = self._held_since or time.monotonic()
 
     def _deliver(self, now: float, tick: bool) -> None:
-        """One sink call per tick with every outcome since the last: as soon as nothing runs
-        any more (a batch is complete), else at the tick, so a slow drop-in does not hold
-        back the others' alerts for longer than a tick."""
-        if not self._outcomes or (self.runner.busy() and not tick):
+        """One sink call with every outcome since the last: as soon as nothing runs any
+        more, else at a tick once the batches of the waiting outcomes have settled (none of
+        their items still runs), but never later than SETTLE_S after the first of them
+        finished: a slow drop-in holds back its batch's alerts for that long at most."""
+        if not self._outcomes:
+            self._held_since = 0.0
+            return
+        held = time.monotonic() - self._held_since
+        if self.runner.busy() and (not tick or (self._unsettled() and held < SETTLE_S)):
             return
         outcomes, self._outcomes = self._outcomes, []
+        self._held_since = 0.0
         try:
             self.sink.handle(outcomes, _dt(now))
         except Exception:  # noqa: BLE001 - alert trouble must never stop the scheduler
             LOG.exception("the result sink failed to take %d outcomes", len(outcomes))
+
+    def _unsettled(self) -> bool:
+        """Does an item started with one of the waiting outcomes still run?"""
+        batches = {round(o.started.timestamp(), 3) for o in self._outcomes}
+        return any(round(run.started, 3) in batches for run in self.runner.running.values())
 
     def _next_run(self, item_id: str) -> float | None:
         job = self._aps.get_job(item_id)
