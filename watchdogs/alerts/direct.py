@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from notifiers.base import Message, Notifier, TransportError
-from notifiers.render import AlertEvent, Batch, Templates, plain_message
+from notifiers.render import Templates, plain_message
+from watchdogs.alerts.events import AlertEvent, Batch, severity_rank
 from watchdogs.alerts.lifecycle import ItemState, decide
 from watchdogs.alerts.routing import channels_for, pick_route
-from watchdogs.alerts.tick import _ORDER, policy, reading, to_event
+from watchdogs.alerts.tick import policy, reading, to_event
 from watchdogs.config.model import AlertSettings
 from watchdogs.sink import ItemOutcome
 
@@ -57,7 +58,7 @@ class DirectSink:
             for name in channels_for(route, event.severity, previous, list(self.channels)):
                 groups.setdefault(name, []).append(event)
         for name, events in groups.items():
-            events.sort(key=lambda e: (_ORDER.get(e.severity, 9), e.item))
+            events.sort(key=lambda e: (-severity_rank(e.severity), e.item))
             key = f"wd-direct-{name}-{int(ts * 1000)}"
             batch = Batch(name, tuple(events), now, self.cluster, self.host, key)
             self._queue(_Pending(name, self._render(name, batch)))

@@ -36,7 +36,7 @@ def outcome(item: str, status: Status, summary: str, now: datetime, channels: Se
             details: Sequence[str] = (), key: Sequence[str] = ()) -> ItemOutcome:
     """`key`: what identifies the problem (the error lines): a new key is a new alert."""
     result = CheckResult(status, summary, tuple(details),
-                         context={"fingerprint": fingerprint(key) if status is not Status.OK else ""})
+                         fingerprint=fingerprint(key) if status is not Status.OK else "")
     return ItemOutcome(item, KIND, result, now, now, notify=everyone(channels), after=1)
 
 
