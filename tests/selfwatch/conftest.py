@@ -16,6 +16,15 @@ from tests.scheduler.conftest import Site
 from tests.scheduler.conftest import site as site  # noqa: F401,PLC0414 - re-exported fixture
 
 
+@pytest.fixture(autouse=True)
+def own_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A HOME of the test's own: the default state folder and the per-user index of chains
+    live under it, and must be neither read from nor left behind in the real one."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+
+
 @pytest.fixture
 def smtp() -> Iterator[SmtpServer]:
     with SmtpServer() as server:

@@ -53,3 +53,23 @@ def test_without_a_last_good_copy_the_log_says_nobody_could_be_told(site: Site, 
     assert broken.returncode == 2 and "Traceback" not in broken.stderr
     assert "no last good copy of the config" in broken.stderr
     assert mails(smtp) == []
+
+
+@pytest.mark.timeout(60)
+def test_config_broken_under_a_running_scheduler_is_said_at_once(site: Site, smtp: SmtpServer) -> None:
+    mail_config(site, smtp)
+    proc = site.popen("run")
+    try:
+        wait_for(lambda: "scheduling " in site.log(), timeout=30, what="the scheduler's loop")
+        good = site.config.read_text()
+        site.config.write_text(good + "\n[[notify]\n")  # someone's edit at night
+        said = wait_for(lambda: mails(smtp), timeout=15, what="the mail about the edit")
+        assert "watchdogs cannot load its config" in said[0]
+        assert "the running instance keeps the config it loaded" in said[0]
+        site.config.write_text(good)
+        fixed = wait_for(lambda: mails(smtp)[1:], timeout=15, what="the RESOLVED mail")
+        assert proc.poll() is None
+    finally:
+        proc.terminate()
+        proc.wait(20)
+    assert "RESOLVED" in fixed[0] and "watchdogs loads its config again" in fixed[0]

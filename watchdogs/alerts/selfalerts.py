@@ -41,12 +41,13 @@ def outcome(item: str, status: Status, summary: str, now: datetime, channels: Se
 
 
 def config_broken(problems: Sequence[str], config_path: str, now: datetime,
-                  channels: Sequence[str]) -> ItemOutcome:
+                  channels: Sequence[str], running: bool = False) -> ItemOutcome:
+    """`running`: seen by a running instance (which keeps the config it loaded), not at start."""
     head = problems[0] if len(problems) == 1 else f"{len(problems)} problems"
+    where = ("the running instance keeps the config it loaded; the next one would not start"
+             if running else f"told from the last good copy of {config_path}; the chain backs off")
     return outcome(CONFIG, Status.CRITICAL, f"watchdogs cannot load its config: {head}", now, channels,
-                   details=(*problems, f"running from the last good copy of {config_path}; "
-                                       "fix the file (`watchdogs validate`) and the next instance "
-                                       "picks it up"), key=problems)
+                   details=(*problems, f"{where}: fix the file (`watchdogs validate`)"), key=problems)
 
 
 def config_ok(now: datetime, channels: Sequence[str]) -> ItemOutcome:

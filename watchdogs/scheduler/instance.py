@@ -26,6 +26,7 @@ from watchdogs.scheduler.lock import Lock
 from watchdogs.scheduler.loop import Periodic, Scheduler
 from watchdogs.scheduler.records import Records
 from watchdogs.scheduler.stopflag import StopFlag
+from watchdogs.sink import ItemOutcome
 from watchdogs.state.store import CORRUPT, state_problem
 
 LOG = logging.getLogger("watchdogs.scheduler")
@@ -116,6 +117,12 @@ def run_instance(config_path: Path, *, chained: bool, stop: StopFlag, registry: 
     reason = "crashed"
     try:
         periodic = [Periodic(RETRY_S, keeper.try_now, "successor check")] if keeper else []
+        def say(news: list[ItemOutcome]) -> None:
+            sink.handle(news, _dt(clock()))
+            sink.flush(_dt(clock()))
+        watch = startup.ConfigWatch(config.path, settings.state_dir, registry, say,
+                                    lambda: list(sink.channels))
+        periodic.append(Periodic(0.0, watch, "config watch"))
         if switch.enabled:
             def ping(_now: float) -> None:
                 switch.alive(_alive_body(instance, sink))

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import logging
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -148,3 +149,40 @@ class StoreSwitch:
                             self.scratch.state_dir)
         except WatchdogsError as exc:
             LOG.error("cannot switch the state database: %s", exc)
+
+
+class ConfigWatch:
+    """A config edited while an instance runs is tried at once (on the next tick after it
+    changed), so a syntax error left at night is said now, not when the next instance
+    fails to start. The running instance keeps the config it loaded."""
+
+    def __init__(self, config_path: Path, state_dir: Path, registry: Registry,
+                 say: Callable[[list[ItemOutcome]], None], channels: Callable[[], list[str]]) -> None:
+        self.config_path = config_path
+        self.state_dir = state_dir
+        self.registry = registry
+        self.say = say
+        self.channels = channels
+        self.seen = self._stamp()
+
+    def _stamp(self) -> tuple[float, int] | None:
+        try:
+            info = self.config_path.stat()
+        except OSError:
+            return None
+        return info.st_mtime, info.st_size
+
+    def __call__(self, now: float) -> None:
+        stamp = self._stamp()
+        if stamp == self.seen:
+            return
+        self.seen = stamp
+        loaded = load(self.config_path, self.state_dir, self.registry)
+        when = datetime.fromtimestamp(now, timezone.utc)
+        if loaded.ok:
+            LOG.info("%s changed and loads; the next instance runs with it", self.config_path)
+            self.say([selfalerts.config_ok(when, self.channels())])
+        else:
+            LOG.error("%s changed and does not load:\n  %s", self.config_path, "\n  ".join(loaded.problems))
+            self.say([selfalerts.config_broken(list(loaded.problems), str(self.config_path), when,
+                                               self.channels(), running=True)])
