@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -83,9 +84,13 @@ class DeadMansSwitch:
         return self._send(FAIL, body)
 
     def wait(self, timeout: float | None = None) -> None:
-        """Let the pings in flight finish (at exit: a /fail must leave before the process does)."""
+        """At exit: let the /fail pings in flight finish (a /fail must leave before the
+        process does), within `timeout` in all. Other pings are not waited for: a hung ping
+        service must not hold up a handover."""
+        deadline = time.monotonic() + (self.timeout + 1.0 if timeout is None else timeout)
         for thread in list(self._threads):
-            thread.join(self.timeout + 1.0 if timeout is None else timeout)
+            if thread.name == f"deadman-{FAIL}":
+                thread.join(max(0.0, deadline - time.monotonic()))
 
     def _send(self, signal: str, body: str) -> bool:
         """Start one ping in the background; False if none is configured or an "alive" ping
@@ -98,7 +103,8 @@ class DeadMansSwitch:
             LOG.debug("dead man's switch: a ping is still in flight; this one is skipped")
             return False
         ping = Ping(url, scrub(body, list(self.secrets()))[:BODY_LIMIT], signal)
-        thread = threading.Thread(target=self._deliver, args=(ping, gated), name="deadman", daemon=True)
+        thread = threading.Thread(target=self._deliver, args=(ping, gated), daemon=True,
+                                  name=f"deadman-{signal or 'alive'}")
         self._threads = [t for t in self._threads if t.is_alive()] + [thread]
         thread.start()
         return True
