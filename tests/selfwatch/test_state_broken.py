@@ -66,3 +66,18 @@ def test_corrupt_state_database_is_moved_aside_and_a_fresh_one_started(site: Sit
     status = site.watchdogs("status")
     assert status.returncode == 0 and "running" not in status.stderr
     assert "Traceback" not in site.log()
+
+
+@pytest.mark.timeout(60)
+def test_run_once_on_a_full_state_directory_still_reports_without_a_traceback(
+        site: Site, smtp: SmtpServer, tmpfs: Path) -> None:
+    state = tmpfs / "state"
+    mail_config(site, smtp, scheduler=f'state_dir = "{state}"',
+                tables=f'[[check]]\nname = "scratch"\ntype = "disk"\npath = "{tmpfs}"\n')
+    site.config.write_text(site.config.read_text().replace('state_dir = "state"\n', "", 1))
+    assert site.watchdogs("run", "--once").returncode == 0  # the database exists, all is well
+    fill(tmpfs)
+    full = site.watchdogs("run", "--once")
+    assert "Traceback" not in full.stderr
+    assert full.stdout.startswith("CRITICAL scratch: ") and full.returncode == 2
+    assert f"state directory {state} full" in full.stderr

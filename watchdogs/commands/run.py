@@ -12,8 +12,8 @@ from watchdogs.errors import WatchdogsError
 from watchdogs.plugins import CHECKS_GROUP, load_group
 from watchdogs.scheduler.instance import run_instance
 from watchdogs.scheduler.once import run_once
+from watchdogs.scheduler.startup import open_state
 from watchdogs.scheduler.stopflag import StopFlag
-from watchdogs.state.store import StateStore
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -44,8 +44,10 @@ def run(args: argparse.Namespace) -> CommandResult:
 
 def _once(args: argparse.Namespace) -> CommandResult:
     config = config_from_args(args)
-    store = StateStore(config.scheduler.state_dir)
-    report = run_once(config, store, build_sink(config, store), load_group(CHECKS_GROUP),
+    state = open_state(config.scheduler.state_dir)  # full or broken: a scratch state, said in the log
+    if state.note:
+        logging.getLogger("watchdogs.state").warning("%s", state.note)
+    report = run_once(config, state.store, build_sink(config, state.store), load_group(CHECKS_GROUP),
                       due_only=args.due)
     lines, items = [], []
     for run in report.runs:

@@ -2,6 +2,7 @@
 recorded like a scheduled run, then the sink is flushed with force=True."""
 from __future__ import annotations
 
+import logging
 import queue
 import time
 from collections.abc import Callable, Mapping
@@ -15,15 +16,31 @@ from watchdogs.dropins.safety import Refusal
 from watchdogs.result import Status, worst
 from watchdogs.scheduler.items import Item, all_items
 from watchdogs.scheduler.prune import SCHEDULER_LOGS, prune_files
-from watchdogs.scheduler.records import FinishedRun, Records
+from watchdogs.scheduler.records import FinishedRun, GuardedRecords
 from watchdogs.scheduler.runner import RUNS_DIR, Finished, LoopEvent, Runner
 from watchdogs.schedules import first_run
+from watchdogs.state.store import StateUnavailable
 
 if TYPE_CHECKING:
     from watchdogs.config.model import Config
     from watchdogs.plugins import Registry
     from watchdogs.sink import ResultSink
     from watchdogs.state.store import StateStore
+
+
+LOG = logging.getLogger("watchdogs.scheduler")
+
+
+class _StateTrouble:
+    """Says once that the run is not recorded (the state directory cannot be written)."""
+
+    def __init__(self) -> None:
+        self.said = False
+
+    def __call__(self, exc: BaseException) -> None:
+        if not self.said:
+            self.said = True
+            LOG.error("state directory cannot be written (%s): this run is not recorded", exc)
 
 
 @dataclass(frozen=True)
@@ -49,7 +66,8 @@ def due_items(items: Mapping[str, Item], anchors: Mapping[str, float | None], no
 def run_once(config: Config, store: StateStore, sink: ResultSink, registry: Registry, *,
              due_only: bool = False, env: Mapping[str, str] | None = None, uid: int | None = None,
              clock: Callable[[], float] = time.time, tz: tzinfo | None = None) -> OnceReport:
-    records = Records(store)
+    # A full or broken state directory must not cost the run its report (nor give a traceback).
+    records = GuardedRecords(store, _StateTrouble())
     now = clock()
     cutoff = now - config.scheduler.log_retention
     prune_files(config.scheduler.state_dir / RUNS_DIR, cutoff)
@@ -73,9 +91,12 @@ def run_once(config: Config, store: StateStore, sink: ResultSink, registry: Regi
     records.finished([run for run, _ in finished])
     outcomes = [item.outcome(run.result, _dt(run.started), _dt(run.finished))
                 for run, item in finished if run.result is not None]
-    if outcomes:
-        sink.handle(outcomes, _dt(clock()))
-    sink.flush(_dt(clock()), force=True)
+    try:
+        if outcomes:
+            sink.handle(outcomes, _dt(clock()))
+        sink.flush(_dt(clock()), force=True)
+    except StateUnavailable as exc:
+        LOG.error("%s: alerts of this run were not recorded or sent", exc)
     runs = sorted((run for run, _ in finished), key=lambda r: r.item)
     return OnceReport(tuple(runs), tuple(refused))
 

@@ -89,7 +89,8 @@ def open_store(state_dir: Path, busy_timeout: float = 30.0) -> tuple[StateStore,
     except (sqlite3.Error, OSError, WatchdogsError) as exc:
         kind = state_problem(exc.__cause__ or exc) or state_problem(exc)
         if kind != CORRUPT:
-            raise StateUnavailable(kind or BROKEN, Path(state_dir), _reason(exc)) from None
+            raise StateUnavailable(_full_or(kind or BROKEN, Path(state_dir)), Path(state_dir),
+                                   _reason(exc)) from None
         detail = _reason(exc)
     try:
         kept = move_aside(path)
@@ -97,6 +98,14 @@ def open_store(state_dir: Path, busy_timeout: float = 30.0) -> tuple[StateStore,
     except (sqlite3.Error, OSError, WatchdogsError) as exc:
         raise StateUnavailable(state_problem(exc) or BROKEN, Path(state_dir), _reason(exc)) from None
     return store, f"the state database was corrupt ({detail}): moved aside to {kept}; started a fresh one"
+
+
+def _full_or(kind: str, state_dir: Path) -> str:
+    """SQLite says "disk I/O error" when it cannot create its WAL on a full disk: look."""
+    try:
+        return FULL if kind == BROKEN and os.statvfs(state_dir).f_bavail == 0 else kind
+    except OSError:
+        return kind
 
 
 def _reason(exc: BaseException) -> str:
