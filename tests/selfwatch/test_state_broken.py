@@ -81,3 +81,4 @@ def test_run_once_on_a_full_state_directory_still_reports_without_a_traceback(
     assert "Traceback" not in full.stderr
     assert full.stdout.startswith("CRITICAL scratch: ") and full.returncode == 2
     assert f"state directory {state} full" in full.stderr
+
