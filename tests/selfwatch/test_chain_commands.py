@@ -94,3 +94,19 @@ def test_sbatch_by_hand_hands_over_to_the_name_and_log_folder_start_uses(chain_s
     wait_for(lambda: log.exists() and "scheduling " in log.read_text(), timeout=30, what="its log")
     show = sh("scontrol", "show", "job", chained)
     assert "MailUser=oncall@example.org" in show and "MailType=INVALID_DEPEND,FAIL" in show
+
+
+@pytest.mark.timeout(90)
+def test_stop_after_a_job_name_change_still_ends_the_running_chain(chain_site: Site) -> None:
+    site = chain_site
+    assert site.watchdogs("start").returncode == 0
+    first = wait_for(lambda: running(site.job_name), timeout=30, what="the first instance")
+    log = site.state / "scheduler" / f"{site.job_name}-{first}.out"
+    wait_for(lambda: log.exists() and "scheduling " in log.read_text(), timeout=30, what="it to run")
+    renamed = f"{site.job_name}-new"
+    site.config.write_text(site.config.read_text().replace(f'job_name = "{site.job_name}"',
+                                                           f'job_name = "{renamed}"'))
+    stopped = site.watchdogs("stop")
+    assert stopped.returncode == 0, stopped.stderr
+    assert f"{first} (RUNNING)" in stopped.stdout  # found from the state directory's record
+    wait_for(lambda: not live_jobs(site.job_name), timeout=40, what="the old chain to end")

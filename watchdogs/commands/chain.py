@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sqlite3
 import time
 from pathlib import Path
 
@@ -16,7 +17,8 @@ from watchdogs.commands.base import CommandResult, config_from_args
 from watchdogs.config import find_config_path
 from watchdogs.errors import WatchdogsError
 from watchdogs.scheduler import chain, startup
-from watchdogs.state.store import open_store
+from watchdogs.scheduler.records import Records
+from watchdogs.state.store import DB_NAME, StateStore, open_store
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -76,10 +78,25 @@ def stop(args: argparse.Namespace) -> CommandResult:
         return CommandResult(f"{text}\ncannot cancel the queued/running instances: {error}",
                              {"stop_file": str(settings.stop_file), "cancelled": [], "error": error},
                              exit_code=3)
+    jobs += _recorded_instance(settings, jobs)
     chain.cancel([j.id for j in jobs])
     done = ", ".join(f"{j.id} ({j.state})" for j in jobs) or "none was queued or running"
     return CommandResult(f"{text}\ncancelled {settings.job_name}: {done}",
                          {"stop_file": str(settings.stop_file), "cancelled": [j.id for j in jobs]})
+
+
+def _recorded_instance(settings: chain.ChainSettings, found: list[chain.ChainJob]) -> list[chain.ChainJob]:
+    """The instance the state directory records as running, if squeue still has it and it
+    was not found by name (the job_name changed since it started): it must go too."""
+    if not (settings.state_dir / DB_NAME).exists():
+        return []
+    try:
+        latest = Records(StateStore(settings.state_dir)).latest_instance()
+        job_id = str(latest["job_id"]) if latest and latest["ended"] is None and latest["job_id"] else None
+        job = chain.live_job(job_id) if job_id and job_id not in {j.id for j in found} else None
+    except (WatchdogsError, sqlite3.Error):
+        return []  # the record is a help here, not a requirement
+    return [job] if job is not None else []
 
 
 def _write_stop_file(path: Path) -> None:

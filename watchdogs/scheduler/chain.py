@@ -142,6 +142,17 @@ def chain_jobs(name: str, env: Mapping[str, str] | None = None) -> list[ChainJob
     return sorted(jobs, key=lambda j: int(j.id) if j.id.isdigit() else 0)
 
 
+def live_job(job_id: str, env: Mapping[str, str] | None = None) -> ChainJob | None:
+    """One of this user's jobs by id if it is still live (one squeue call)."""
+    reply = run_slurm(["squeue", "--me", "--noheader", f"--jobs={job_id}", f"--states={LIVE_STATES}",
+                       "--format=%i|%T|%r|%S"], env=env)
+    for line in reply.stdout.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) == 4 and parts[0] == job_id:
+            return ChainJob(*parts)
+    return None
+
+
 def sbatch_env(base: Mapping[str, str], settings: ChainSettings, script: Path) -> dict[str, str]:
     """What the next instance needs to find its config, script and Python. The running job's
     own SLURM_* variables are dropped so they do not leak into the successor."""
