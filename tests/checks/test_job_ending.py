@@ -13,22 +13,23 @@ from watchdogs.checks.jobfiles import last_lines, scrub
 from watchdogs.slurmctl import ending as e
 from watchdogs.slurmctl.outputs import JobNames, expand, log_paths, script_patterns
 from watchdogs.slurmctl.resubmit import ResubmitPolicy, decide, ending_key
-from watchdogs.slurmctl.sacct import parse_sacct, sacct_argv
+from watchdogs.slurmctl.sacct import SEP, parse_sacct, sacct_argv
 from watchdogs.slurmctl.squeue import JobRow
 from watchdogs.slurmctl.transitions import ENDED, REQUEUED, STARTED, remember, transitions
 
+# ruff: noqa: E501 - recorded sacct lines are kept byte-for-byte, one record a line
 # `sacct` on the dev cluster for: 1 killed by OverMemoryKill (--mem=100M), 2 cancelled by
 # root while running, 3 `exit 2`, 5 `--time=1`.
-RECORDED = (
-    "1\x1f1\x1fFAILED\x1f0:9\x1f2026-11-23T04:59:23\x1f2026-11-23T04:59:24\x1f2026-11-23T04:59:25\x1f1\x1f525600\x1fnode1\x1f1\x1f1\x1fbilling=1,cpu=1,mem=100M,node=1\x1f100M\x1f\x1f00:00.002\x1f0\x1froot\x1fNone\x1fwrap\x1f/tmp\n"
-    "1.batch\x1f1.batch\x1fCANCELLED by 0\x1f0:9\x1f2026-11-23T04:59:24\x1f2026-11-23T04:59:24\x1f2026-11-23T04:59:25\x1f1\x1f\x1fnode1\x1f1\x1f1\x1fcpu=1,mem=100M,node=1\x1f\x1f162254848\x1f00:00.002\x1f\x1f\x1f\x1fbatch\x1f\n"
-    "2\x1f2\x1fCANCELLED by 0\x1f0:0\x1f2026-11-23T05:00:18\x1f2026-11-23T05:00:18\x1f2026-11-23T05:00:20\x1f2\x1fUNLIMITED\x1fnode1\x1f1\x1f1\x1fbilling=1,cpu=1,mem=100M,node=1\x1f100M\x1f\x1f00:00.002\x1f0\x1froot\x1fNone\x1fwrap\x1f/tmp\n"
-    "2.batch\x1f2.batch\x1fCANCELLED\x1f0:15\x1f2026-11-23T05:00:18\x1f2026-11-23T05:00:18\x1f2026-11-23T05:00:21\x1f3\x1f\x1fnode1\x1f1\x1f1\x1fcpu=1,mem=100M,node=1\x1f\x1f3338240\x1f00:00.002\x1f\x1f\x1f\x1fbatch\x1f\n"
-    "3\x1f3\x1fFAILED\x1f2:0\x1f2026-11-23T05:00:18\x1f2026-11-23T05:00:18\x1f2026-11-23T05:00:18\x1f0\x1fUNLIMITED\x1fnode1\x1f1\x1f1\x1fbilling=1,cpu=1,mem=100M,node=1\x1f100M\x1f\x1f00:00.002\x1f0\x1froot\x1fNone\x1fwrap\x1f/tmp\n"
-    "3.batch\x1f3.batch\x1fFAILED\x1f2:0\x1f2026-11-23T05:00:18\x1f2026-11-23T05:00:18\x1f2026-11-23T05:00:18\x1f0\x1f\x1fnode1\x1f1\x1f1\x1fcpu=1,mem=100M,node=1\x1f\x1f\x1f00:00.002\x1f\x1f\x1f\x1fbatch\x1f\n"
-    "5\x1f5\x1fTIMEOUT\x1f0:0\x1f2026-11-23T05:01:33\x1f2026-11-23T05:01:34\x1f2026-11-23T05:02:52\x1f78\x1f1\x1fnode1\x1f1\x1f1\x1fbilling=1,cpu=1,mem=100M,node=1\x1f100M\x1f\x1f00:00.004\x1f0\x1froot\x1fNone\x1fwrap\x1f/tmp\n"
-    "5.batch\x1f5.batch\x1fCANCELLED\x1f0:15\x1f2026-11-23T05:01:34\x1f2026-11-23T05:01:34\x1f2026-11-23T05:02:52\x1f78\x1f\x1fnode1\x1f1\x1f1\x1fcpu=1,mem=100M,node=1\x1f\x1f3170304\x1f00:00.004\x1f\x1f\x1f\x1fbatch\x1f\n"
-)
+RECORDED = """\
+1|1|FAILED|0:9|2026-11-23T04:59:23|2026-11-23T04:59:24|2026-11-23T04:59:25|1|525600|node1|1|1|billing=1,cpu=1,mem=100M,node=1|100M||00:00.002|0|root|None|wrap|/tmp
+1.batch|1.batch|CANCELLED by 0|0:9|2026-11-23T04:59:24|2026-11-23T04:59:24|2026-11-23T04:59:25|1||node1|1|1|cpu=1,mem=100M,node=1||162254848|00:00.002||||batch|
+2|2|CANCELLED by 0|0:0|2026-11-23T05:00:18|2026-11-23T05:00:18|2026-11-23T05:00:20|2|UNLIMITED|node1|1|1|billing=1,cpu=1,mem=100M,node=1|100M||00:00.002|0|root|None|wrap|/tmp
+2.batch|2.batch|CANCELLED|0:15|2026-11-23T05:00:18|2026-11-23T05:00:18|2026-11-23T05:00:21|3||node1|1|1|cpu=1,mem=100M,node=1||3338240|00:00.002||||batch|
+3|3|FAILED|2:0|2026-11-23T05:00:18|2026-11-23T05:00:18|2026-11-23T05:00:18|0|UNLIMITED|node1|1|1|billing=1,cpu=1,mem=100M,node=1|100M||00:00.002|0|root|None|wrap|/tmp
+3.batch|3.batch|FAILED|2:0|2026-11-23T05:00:18|2026-11-23T05:00:18|2026-11-23T05:00:18|0||node1|1|1|cpu=1,mem=100M,node=1|||00:00.002||||batch|
+5|5|TIMEOUT|0:0|2026-11-23T05:01:33|2026-11-23T05:01:34|2026-11-23T05:02:52|78|1|node1|1|1|billing=1,cpu=1,mem=100M,node=1|100M||00:00.004|0|root|None|wrap|/tmp
+5.batch|5.batch|CANCELLED|0:15|2026-11-23T05:01:34|2026-11-23T05:01:34|2026-11-23T05:02:52|78||node1|1|1|cpu=1,mem=100M,node=1||3170304|00:00.004||||batch|
+""".replace("|", SEP)
 USERS = {0: "root"}
 POLICY = ResubmitPolicy(Path("/x/train.slurm"), 3, 6 * 3600.0, Path("/x/NO_RESUBMIT"),
                         checkpoints_known=True)
