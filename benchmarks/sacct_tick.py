@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from watchdogs.slurmctl.runner import run_slurm
 from watchdogs.slurmctl.sacct import run_sacct
 
 JOBS, CHECKS, SAMPLES = 1000, 20, 7
@@ -93,10 +94,11 @@ def main() -> None:
           f"{', '.join(watched[:3])}, ... (spread over the whole history)")
 
     def batched() -> int:
-        return len({r.raw_id for r in run_sacct(watched, TIMEOUT, None).values()})
+        return len({r.raw_id for r in run_sacct(watched, TIMEOUT, None, run_slurm).values()})
 
     def per_check() -> int:
-        return sum(len({r.raw_id for r in run_sacct([j], TIMEOUT, None).values()}) for j in watched)
+        return sum(len({r.raw_id for r in run_sacct([j], TIMEOUT, None, run_slurm).values()})
+                   for j in watched)
 
     variants = {"one batched sacct": batched, f"{CHECKS} sacct (one per check)": per_check}
     results: dict[str, list[tuple[float, float, float, int]]] = {k: [] for k in variants}

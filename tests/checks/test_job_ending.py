@@ -55,6 +55,14 @@ def test_sacct_records_carry_peak_memory_from_steps_and_who_cancelled() -> None:
     assert (timeout.time_limit, timeout.elapsed, timeout.finished) == (60.0, 78.0, True)
 
 
+def test_a_placeholder_record_is_not_taken_for_the_end() -> None:
+    # Polled right after a job's end: slurmdbd holds a placeholder made from the step.
+    text = "1010|1010|FAILED|3:0|2026-11-23T05:19:55|2026-11-23T05:19:55|2026-11-23T05:19:55|0||" \
+           "node1|1|1||16?||00:00.002|0|root|None|allocation|\n"
+    assert not parse_sacct(text.replace("|", SEP))["1010"].finished
+    assert parse_sacct(RECORDED)["3"].finished
+
+
 def test_a_requeued_job_keeps_its_earlier_runs_states() -> None:
     first = RECORDED.splitlines()[6].replace("TIMEOUT", "NODE_FAIL")
     text = first + "\n" + RECORDED.splitlines()[6] + "\n"
@@ -116,6 +124,9 @@ def test_a_late_failure_is_resubmitted_until_the_crash_loop_limit() -> None:
     looped = decide(POLICY, [now - 10, now - 20, now - 30], now, False, late)
     assert not looped.allowed and "crash loop (3 resubmits in the last 6 h 00 min, limit 3)" in looped.why
     assert not decide(POLICY, [], now, True, late).allowed
+    assert decide(POLICY, [now - 7 * 3600] * 5, now, False, late).allowed  # outside the window
+    done = e.explain(e.EndFacts(**{**facts.__dict__, "state": "COMPLETED", "exit_code": "0:0"}), {}, [])
+    assert decide(POLICY, [], now, False, done).why == "Not resubmitted: the last run completed successfully"
 
 
 def test_unknown_ending_says_so_and_never_invents_a_reason() -> None:

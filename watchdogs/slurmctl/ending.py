@@ -54,6 +54,7 @@ class EndFacts:
     steps_killed: bool = False
     """A step ended by SIGKILL (Slurm's memory enforcement kills that way)."""
     earlier: tuple[str, ...] = ()
+    workdir: str = ""
     degraded: str = ""
     """Why accounting was not used (unreachable, lagging, off), said in the alert."""
 
@@ -65,7 +66,7 @@ class EndFacts:
                    rec.mem_per_node, rec.max_rss, rec.total_cpu, rec.uid, rec.user,
                    None if by is None else user_of.get(by, f"uid {by}"), by, rec.reason,
                    any(s.exit_code.endswith(":9") for s in rec.steps) or rec.exit_code.endswith(":9"),
-                   rec.earlier)
+                   rec.earlier, rec.workdir)
 
     @classmethod
     def from_squeue(cls, row: JobRow, degraded: str) -> EndFacts:

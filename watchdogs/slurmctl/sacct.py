@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from watchdogs.slurmctl.runner import run_slurm
+from watchdogs.slurmctl.runner import SlurmRunner
 from watchdogs.slurmctl.slurmtime import parse_elapsed, parse_timestamp
 
 SEP = "\x1f"
@@ -68,13 +68,16 @@ class AcctRecord:
     name: str
     workdir: str
     steps: tuple[Step, ...] = ()
+    complete: bool = True
+    """False for the placeholder slurmdbd makes when a step's record arrives before the
+    job's own (name "allocation", no time limit, no working directory)."""
     earlier: tuple[str, ...] = ()
     """States of earlier runs of a requeued job, oldest first ("NODE_FAIL", "PREEMPTED")."""
 
     @property
     def finished(self) -> bool:
-        """Accounting has recorded the end (it lags slurmctld by a moment)."""
-        return self.state in TERMINAL and self.end is not None
+        """Accounting has recorded the job and its end (it lags slurmctld by a moment)."""
+        return self.complete and self.state in TERMINAL and self.end is not None
 
     @property
     def max_rss(self) -> int | None:
@@ -100,13 +103,13 @@ def _id_key(job_id: str) -> tuple[int, str]:
     return (int(head) if head.isdigit() else 0, job_id)
 
 
-def run_sacct(job_ids: Iterable[str], timeout: float,
-              env: Mapping[str, str] | None) -> dict[str, AcctRecord]:
+def run_sacct(job_ids: Iterable[str], timeout: float, env: Mapping[str, str] | None,
+              runner: SlurmRunner) -> dict[str, AcctRecord]:
     """Records by raw job ID and by displayed ID; {} when asked about nothing."""
     ids = [i for i in job_ids if i]
     if not ids:
         return {}
-    return parse_sacct(run_slurm(sacct_argv(ids), timeout=timeout, env=env).stdout)
+    return parse_sacct(runner(sacct_argv(ids), timeout=timeout, env=env).stdout)
 
 
 def parse_sacct(text: str) -> dict[str, AcctRecord]:
@@ -148,7 +151,8 @@ def _record(f: list[str]) -> AcctRecord:
         nnodes=int(f[10]) if f[10].isdigit() else 0, ncpus=int(f[11]) if f[11].isdigit() else 0,
         mem_requested=mem, total_cpu=parse_elapsed(f[15]),
         uid=int(f[16]) if f[16].isdigit() else None, user=f[17],
-        reason="" if f[18] in ("None", "") else f[18], name=f[19], workdir=f[20])
+        reason="" if f[18] in ("None", "") else f[18], name=f[19], workdir=f[20],
+        complete=bool(f[8]))
 
 
 def _step(name: str, f: list[str]) -> Step:

@@ -40,20 +40,20 @@ def transitions(previous: Mapping[str, Mapping[str, Any]], rows: Sequence[JobRow
     by_id = {r.raw_id: r for r in rows}
     found: list[Transition] = []
     for row in rows:
-        before = previous.get(row.raw_id)
-        was_running = before is not None and before.get("state") == "running"
+        before = previous.get(row.raw_id) or {}
+        was_running = before.get("state") == "running"
+        ran_for = float(before.get("elapsed") or 0)
         if row.running:
             start = row.start.timestamp() if row.start else None
-            restarted = was_running and start is not None and before is not None \
-                and before.get("start") not in (None, start)
+            restarted = was_running and start is not None and before.get("start") not in (None, start)
             if restarted:
-                found.append(Transition(REQUEUED, row.raw_id, row, float(before.get("elapsed") or 0)))
+                found.append(Transition(REQUEUED, row.raw_id, row, ran_for))
             if not was_running or restarted:
                 found.append(Transition(STARTED, row.raw_id, row))
-        elif row.queued and was_running and before is not None:
-            found.append(Transition(REQUEUED, row.raw_id, row, float(before.get("elapsed") or 0)))
+        elif row.queued and was_running:
+            found.append(Transition(REQUEUED, row.raw_id, row, ran_for))
     for job_id in previous:
-        row = by_id.get(job_id)
-        if row is None or row.finished:
-            found.append(Transition(ENDED, job_id, row))
+        gone = by_id.get(job_id)
+        if gone is None or gone.finished:
+            found.append(Transition(ENDED, job_id, gone))
     return found
