@@ -147,13 +147,14 @@ def test_transitions_started_requeued_and_ended_each_once() -> None:
     t0 = datetime(2026, 11, 23, 5, 0, tzinfo=timezone.utc)
     seen: dict[str, dict[str, object]] = {}
     steps = [[row("7", "PENDING")], [row("7", "RUNNING", t0)], [row("7", "RUNNING", t0)],
-             [row("7", "RUNNING", t0 + timedelta(minutes=3))], [row("7", "PENDING")],
+             [row("7", "RUNNING", t0 + timedelta(minutes=3))],
+             [row("7", "COMPLETING", t0 + timedelta(minutes=4))], [row("7", "PENDING")],
              [row("7", "RUNNING", t0 + timedelta(minutes=9))], []]
     kinds = []
     for rows in steps:
         kinds.append([t.kind for t in transitions(seen, rows)])
         seen = remember(rows)
-    assert kinds == [[], [STARTED], [], [REQUEUED, STARTED], [REQUEUED], [STARTED], [ENDED]]
+    assert kinds == [[], [STARTED], [], [REQUEUED, STARTED], [], [REQUEUED], [STARTED], [ENDED]]
 
 
 def test_output_patterns_from_the_script_expand_for_the_job(tmp_path: Path) -> None:

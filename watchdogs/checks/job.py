@@ -8,6 +8,7 @@ never "job gone": an outage must not page people that their training vanished.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import glob
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,7 +20,7 @@ from watchdogs.checks.context import TickContext
 from watchdogs.config.options import Kind, Option, duration, integer, path, regex, string, string_list
 from watchdogs.errors import SlurmError, WatchdogsError
 from watchdogs.fsprobe.bounded import FsError, probe
-from watchdogs.result import CheckResult, Status
+from watchdogs.result import CheckResult, Notice, Status
 from watchdogs.slurmctl import resubmit
 from watchdogs.slurmctl.ending import Ending, Progress
 from watchdogs.slurmctl.jobspec import JobSpec
@@ -122,11 +123,7 @@ class JobCheck(Check):
         result = (self._gone(ctx, rows) if verdict.kind == GONE else
                   CheckResult(verdict.status, verdict.summary, verdict.details, verdict.metrics,
                               verdict.context, verdict.fingerprint))
-        if not said:
-            return result
-        context = {**result.context, "notices": " | ".join(n.summary for n in said)}
-        return CheckResult(result.status, result.summary, result.details, result.metrics, context,
-                           result.fingerprint)
+        return dataclasses.replace(result, notices=tuple(said)) if said else result
 
     def assess(self, ctx: TickContext) -> Assessment:
         """The verdict from the tick's snapshot; kind UNKNOWN when Slurm cannot be asked
@@ -157,7 +154,7 @@ class JobCheck(Check):
 
     # -- lifecycle notices ---------------------------------------------------------------
 
-    def _notices(self, ctx: TickContext, rows: list[JobRow]) -> list[jobnotices.Notice]:
+    def _notices(self, ctx: TickContext, rows: list[JobRow]) -> list[Notice]:
         wanted = self.opts.get("notices") or ()
         memory = dict(ctx.store.kv_get(MEMORY, self.name, {}))
         if not wanted or "seen" not in memory:
@@ -169,7 +166,6 @@ class JobCheck(Check):
         memory = dict(ctx.store.kv_get(MEMORY, self.name, {}))
         memory["pending_notices"] = waiting
         ctx.store.kv_put(MEMORY, self.name, memory)
-        ctx.shared(f"job-notices:{self.name}", lambda: said)
         return said
 
     # -- the job is gone: why, and what to do -----------------------------------------------

@@ -8,27 +8,16 @@ waits for a later tick (up to ENDED_WAIT_S, then goes out with what is known).""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from watchdogs import humanize
+from watchdogs.result import Notice
 from watchdogs.slurmctl.ending import Ending
 from watchdogs.slurmctl.squeue import JobRow
 from watchdogs.slurmctl.transitions import ENDED, REQUEUED, STARTED, Transition
 
 KINDS = (STARTED, REQUEUED, ENDED)
 ENDED_WAIT_S = 300.0
-
-
-@dataclass(frozen=True)
-class Notice:
-    """One thing to tell people about one job, once (not a problem: no alert opens)."""
-
-    kind: str
-    job_id: str
-    summary: str
-    details: tuple[str, ...] = ()
 
 
 def _who(row: JobRow | None, job_id: str, name: str) -> str:
@@ -44,7 +33,7 @@ def started(t: Transition, now: datetime) -> Notice:
         text += f" at {humanize.moment(row.start)}"
     if row.end is not None and row.end > now:
         text += f"; expected end {humanize.moment(row.end)} (its time limit)"
-    return Notice(STARTED, t.job_id, text)
+    return Notice(text, kind=STARTED)
 
 
 def requeued(t: Transition, name: str) -> Notice:
@@ -56,11 +45,11 @@ def requeued(t: Transition, name: str) -> Notice:
         text += f"; waiting again ({row.reason})"
     elif row is not None and row.running:
         text += f" and runs again on {row.nodelist}"
-    return Notice(REQUEUED, t.job_id, text)
+    return Notice(text, kind=REQUEUED)
 
 
 def ended(ending: Ending) -> Notice:
-    return Notice(ENDED, ending.facts.job_id, ending.sentence(), (ending.efficiency(),))
+    return Notice(ending.sentence(), (f"efficiency: {ending.efficiency()}",), ENDED)
 
 
 def notices(wanted: Sequence[str], found: Sequence[Transition], now: datetime, name: str,
@@ -86,7 +75,3 @@ def notices(wanted: Sequence[str], found: Sequence[Transition], now: datetime, n
             waiting.pop(job_id)
     return out, waiting
 
-
-def as_json(items: Sequence[Notice]) -> list[dict[str, Any]]:
-    return [{"kind": n.kind, "job": n.job_id, "summary": n.summary, "details": list(n.details)}
-            for n in items]

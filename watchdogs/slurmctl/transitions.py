@@ -26,13 +26,16 @@ class Transition:
 
 
 def remember(rows: Sequence[JobRow]) -> dict[str, dict[str, Any]]:
-    """What the next look compares with: alive jobs, their state and start."""
+    """What the next look compares with: alive jobs, their state and start. A COMPLETING
+    job is ending or being requeued (Slurm even moves its start time meanwhile)."""
     seen: dict[str, dict[str, Any]] = {}
     for row in rows:
         if row.running or row.queued:
-            seen[row.raw_id] = {"state": "running" if row.running else "queued",
-                                "start": row.start.timestamp() if row.running and row.start else None,
-                                "elapsed": row.elapsed}
+            state = ("completing" if row.state == "COMPLETING" else
+                     "running" if row.running else "queued")
+            seen[row.raw_id] = {"state": state, "elapsed": row.elapsed,
+                                "start": row.start.timestamp() if state == "running" and row.start
+                                else None}
     return seen
 
 
@@ -41,16 +44,19 @@ def transitions(previous: Mapping[str, Mapping[str, Any]], rows: Sequence[JobRow
     found: list[Transition] = []
     for row in rows:
         before = previous.get(row.raw_id) or {}
-        was_running = before.get("state") == "running"
+        was = before.get("state")
         ran_for = float(before.get("elapsed") or 0)
+        if row.state == "COMPLETING":
+            continue  # says nothing yet: the next look shows whether it ends or runs again
         if row.running:
             start = row.start.timestamp() if row.start else None
-            restarted = was_running and start is not None and before.get("start") not in (None, start)
+            restarted = was == "completing" or (
+                was == "running" and start is not None and before.get("start") not in (None, start))
             if restarted:
                 found.append(Transition(REQUEUED, row.raw_id, row, ran_for))
-            if not was_running or restarted:
+            if was not in ("running", "completing") or restarted:
                 found.append(Transition(STARTED, row.raw_id, row))
-        elif row.queued and was_running:
+        elif row.queued and was in ("running", "completing"):
             found.append(Transition(REQUEUED, row.raw_id, row, ran_for))
     for job_id in previous:
         gone = by_id.get(job_id)
