@@ -18,6 +18,8 @@ from watchdogs.slurmctl.transitions import ENDED, REQUEUED, STARTED, Transition
 
 KINDS = (STARTED, REQUEUED, ENDED)
 ENDED_WAIT_S = 300.0
+# Without a time limit Slurm shows an end about a year ahead: that is no expected end.
+NO_LIMIT_AFTER_S = 300 * 86400.0
 
 
 def _who(row: JobRow | None, job_id: str, name: str) -> str:
@@ -31,7 +33,7 @@ def started(t: Transition, now: datetime) -> Notice:
     text = f"{_who(row, t.job_id, '')} started on {row.nodelist or '?'}"
     if row.start is not None:
         text += f" at {humanize.moment(row.start)}"
-    if row.end is not None and row.end > now:
+    if row.end is not None and 0 < (row.end - now).total_seconds() < NO_LIMIT_AFTER_S:
         text += f"; expected end {humanize.moment(row.end)} (its time limit)"
     return Notice(text, kind=STARTED)
 
