@@ -161,6 +161,35 @@ def test_accounting_unreachable_degrades_to_the_controller_and_says_so(
     assert "the controller no longer remembers the job" in unknown.summary
 
 
+def shim(tmp_path: Path, *commands: str) -> tuple[Path, Path]:
+    """A PATH folder whose `commands` log their arguments and run the real ones."""
+    folder, log = tmp_path / "bin", tmp_path / "calls.log"
+    folder.mkdir()
+    for command in commands:
+        real = sh("which", command).strip()
+        (folder / command).write_text(f'#!/bin/sh\necho "{command} $*" >> {log}\nexec {real} "$@"\n')
+        (folder / command).chmod(0o700)
+    return folder, log
+
+
+def test_twenty_checks_with_ended_jobs_ask_accounting_once(ended: Ended, tmp_path: Path,
+                                                          store: StateStore) -> None:
+    gone = [ended.ids[k] for k in ("fail", "cancel", "oom")]
+    for job in gone:
+        wait_for(lambda j=job: accounted(j), timeout=60, what="accounting has the end")
+    names = [f"{ended.prefix}-{k}" for k in ("fail", "cancel", "oom")]
+    names += [f"{ended.prefix}-none{i}" for i in range(17)]
+    body = "".join(config(tmp_path, n).replace('name = "train"', f'name = "c{i}"')
+                   for i, n in enumerate(names))
+    folder, log = shim(tmp_path, "sacct", "scontrol", "squeue")
+    results = tick(write_config(tmp_path, body), store, env={"PATH": f"{folder}:{os.environ['PATH']}"})[0]
+    calls = log.read_text().splitlines()
+    assert [c.split()[0] for c in calls] == ["squeue", "sacct"], calls
+    asked = calls[1].split(" -j ", 1)[1].split()[0].split(",")
+    assert sorted(asked) == sorted(gone)
+    assert all(results[f"c{i}"].context.get("ending") for i in range(3))
+
+
 def test_a_node_failure_is_resubmitted_excluding_the_node(ended: Ended, tmp_path: Path,
                                                          store: StateStore) -> None:
     name, job = f"{ended.prefix}-nodefail", ended.ids["nodefail"]
