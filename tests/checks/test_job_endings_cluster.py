@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
+from email.message import EmailMessage
 from pathlib import Path
 
 import pytest
@@ -175,8 +176,7 @@ def shim(tmp_path: Path, *commands: str) -> tuple[Path, Path]:
 def test_twenty_checks_with_ended_jobs_ask_accounting_once(ended: Ended, tmp_path: Path,
                                                           store: StateStore) -> None:
     gone = [ended.ids[k] for k in ("fail", "cancel", "oom")]
-    for job in gone:
-        wait_for(lambda j=job: accounted(j), timeout=60, what="accounting has the end")
+    wait_for(lambda: all(accounted(j) for j in gone), timeout=60, what="accounting has the ends")
     names = [f"{ended.prefix}-{k}" for k in ("fail", "cancel", "oom")]
     names += [f"{ended.prefix}-none{i}" for i in range(17)]
     body = "".join(config(tmp_path, n).replace('name = "train"', f'name = "c{i}"')
@@ -205,6 +205,12 @@ def test_a_node_failure_is_resubmitted_excluding_the_node(ended: Ended, tmp_path
         assert "ExcNodeList=node2" in sh("scontrol", "show", "job", new)
     finally:
         sh("scancel", new, check=False)
+
+
+def plain(message: EmailMessage) -> str:
+    body = message.get_body(("plain",))
+    assert body is not None, "every alert mail has a plain-text part"
+    return str(body.get_content())
 
 
 def notice_lines(text: str) -> list[str]:
@@ -259,12 +265,13 @@ def test_lifecycle_notices_arrive_once_each_in_order(ended: Ended, tmp_path: Pat
         finally:
             sh("scancel", job, check=False)
         store.close()
-    notices = [n for m in smtp.received for n in notice_lines(m.message.get_body(("plain",)).get_content())]
+    texts = [plain(m.message) for m in smtp.received]
+    notices = [n for text in texts for n in notice_lines(text)]
     said = [re.match(rf"{name} \(job {job}\) (started on|was requeued|was cancelled)", n) for n in notices]
     assert [m.group(1) if m else None for m in said] == [
         "started on", "was requeued", "started on", "was cancelled"], notices
     assert re.search(r"started on node\d at \d{4}-\d\d-\d\d \d\d:\d\d \w+", notices[0])
-    ended_mail = smtp.received[-1].message.get_body(("plain",)).get_content()
+    ended_mail = texts[-1]
     assert re.search(r"\| efficiency: .*memory.*; elapsed \d+ s", ended_mail), ended_mail
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import glob
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -19,13 +18,11 @@ from watchdogs.checks.base import Check
 from watchdogs.checks.context import TickContext
 from watchdogs.config.options import Kind, Option, duration, integer, path, regex, string, string_list
 from watchdogs.errors import SlurmError, WatchdogsError
-from watchdogs.fsprobe.bounded import FsError, probe
 from watchdogs.result import CheckResult, Notice, Status
 from watchdogs.slurmctl import resubmit
 from watchdogs.slurmctl.ending import Ending, Progress
 from watchdogs.slurmctl.jobspec import JobSpec
 from watchdogs.slurmctl.jobstatus import GONE, RUNNING, UNKNOWN, Assessment, assess, unknown
-from watchdogs.slurmctl.outputs import JobNames, log_paths, script_patterns
 from watchdogs.slurmctl.snapshot import SLURM_TIMEOUT_S
 from watchdogs.slurmctl.squeue import JobRow, latest_finished
 from watchdogs.slurmctl.transitions import remember, transitions
@@ -238,27 +235,11 @@ class JobCheck(Check):
         return jobfiles.progress(heartbeats, checkpoints, job_id, self.opts["probe_timeout"])
 
     def _tail(self, ending: Ending) -> dict[str, Any] | None:
-        count, f = self.opts["tail_lines"], ending.facts
-        if count <= 0 or f.source != "sacct":
+        if self.opts["tail_lines"] <= 0 or ending.facts.source != "sacct":
             return None
-        output, error = self.opts.get("output"), self.opts.get("error")
-        if output is None and error is None and self.opts.get("resubmit") is not None:
-            output, error = self._script_patterns(self.opts["resubmit"])
-        first = f.nodelist.split(",")[0].split("[")[0] if f.nodelist else ""
-        names = JobNames(f.job_id, f.name, f.owner, first,
-                         *(f.job_id.split("_", 1) if "_" in f.job_id else ("", "")))
-        found = jobfiles.tail_logs(log_paths(output, error, names, f.workdir), count,
-                                   self.opts["probe_timeout"])
-        return None if found is None else {"path": found.path, "lines": list(found.lines),
-                                           "problem": found.problem}
-
-    def _script_patterns(self, script: Path) -> tuple[str | None, str | None]:
-        try:
-            found = probe("newest", {"pattern": glob.escape(str(script)), "tail_bytes": 65536},
-                          self.opts["probe_timeout"], str(script))
-        except FsError:
-            return None, None
-        return script_patterns(found["tail"]) if found else (None, None)
+        return jobfiles.job_log_tail(ending.facts, self.opts.get("output"), self.opts.get("error"),
+                                     self.opts.get("resubmit"), self.opts["tail_lines"],
+                                     self.opts["probe_timeout"])
 
     def _resubmit(self, ctx: TickContext, summary: str, details: tuple[str, ...],
                   context: dict[str, str], ending: Ending | None, fingerprint: str) -> CheckResult:

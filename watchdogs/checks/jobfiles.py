@@ -11,9 +11,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from watchdogs.fsprobe.bounded import FsError, probe
-from watchdogs.slurmctl.ending import Progress
+from watchdogs.slurmctl.ending import EndFacts, Progress
+from watchdogs.slurmctl.hostlist import expand
+from watchdogs.slurmctl.outputs import JobNames, log_paths, script_patterns
 
 MASK = "***"
 LINE_CAP = 200
@@ -103,3 +106,26 @@ def progress(heartbeats: Path | None, checkpoints: Path | None, job_id: str,
             saved_step = int(match.group(1)) if match else None
             saved_at = float(found["mtime"])
     return Progress(step, saved_step, saved_at)
+
+
+def job_log_tail(facts: EndFacts, output: str | None, error: str | None, script: Path | None,
+                 count: int, timeout: float) -> dict[str, Any] | None:
+    """The tail of a finished job's stderr/stdout: the patterns given, else the resubmit
+    script's `#SBATCH --output/--error`, else Slurm's default, in the job's working folder."""
+    if output is None and error is None and script is not None:
+        output, error = _script_patterns(script, timeout)
+    first = expand(facts.nodelist)[0] if facts.nodelist else ""
+    array = facts.job_id.split("_", 1) if "_" in facts.job_id else ["", ""]
+    names = JobNames(facts.job_id, facts.name, facts.owner, first, array[0], array[1])
+    found = tail_logs(log_paths(output, error, names, facts.workdir), count, timeout)
+    return None if found is None else {"path": found.path, "lines": list(found.lines),
+                                       "problem": found.problem}
+
+
+def _script_patterns(script: Path, timeout: float) -> tuple[str | None, str | None]:
+    try:
+        found = probe("newest", {"pattern": glob.escape(str(script)), "tail_bytes": 65536},
+                      timeout, str(script))
+    except FsError:
+        return None, None
+    return script_patterns(found["tail"]) if found else (None, None)
