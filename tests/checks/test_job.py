@@ -85,7 +85,7 @@ def test_waiting_longer_than_max_pending_warns_whatever_the_reason(tmp_path: Pat
     assert tick(config, store, now=now)[0]["slow"].status is Status.OK
     later = tick(config, store, now=now + timedelta(hours=7))[0]["slow"]
     assert later.status is Status.WARNING
-    assert "over max_pending 6h" in later.summary
+    assert "over max_pending 6 h 00 min" in later.summary
 
 
 def test_gone_job_is_critical_with_how_the_last_one_ended(tmp_path: Path, store: StateStore,

@@ -90,14 +90,14 @@ def test_slurm_estimate_is_said_in_words_and_the_one_year_placeholder_is_not() -
     rows = parse_squeue("\n".join([squeue_line("1", "PENDING", "Resources", "a", start=soon),
                                    squeue_line("2", "PENDING", "Resources", "b", start=never)]))
     first = assess(rows[:1], NOW)
-    assert "scheduled to start in 2h13m at 14:13" in first.summary
+    assert "scheduled to start in 2 h 13 min at 2026-11-22 14:13 " in first.summary
     assert "scheduled" not in assess(rows[1:], NOW).summary
 
 
 def test_a_chain_has_waited_only_since_its_job_last_ran() -> None:
     rows = parse_squeue(squeue_line("1", "PENDING", "Dependency", "a", submit="2026-11-20T00:00:00"))
     ran = (NOW - timedelta(minutes=30)).timestamp()
-    assert "waiting 30m" in assess(rows, NOW, last_running_at=ran, max_pending=3600).summary
+    assert "waiting 30 min 00 s" in assess(rows, NOW, last_running_at=ran, max_pending=3600).summary
     assert assess(rows, NOW, max_pending=3600).status is Status.WARNING
 
 
