@@ -217,7 +217,7 @@ class JobCheck(Check):
         if kept is not None:
             ending, tail = jobend.from_json(kept)
             return ending, tail, True
-        facts = jobend.end_facts(ctx, job_id, row, self._label(), self.ended_job_ids(ctx))
+        facts = jobend.end_facts(ctx, job_id, row, self._label())
         progress = self._progress(job_id) if facts.source else Progress()
         ending = jobend.explain_end(ctx, facts, progress)
         tail = self._tail(ending)

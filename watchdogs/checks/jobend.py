@@ -91,11 +91,12 @@ def user_names(uids: Iterable[int | None]) -> dict[int, str]:
     return names
 
 
-def end_facts(ctx: TickContext, job_id: str, row: JobRow | None, name: str,
-              batch: Sequence[str]) -> EndFacts:
-    """Accounting's record when it has the end; else the controller's row; else unknown."""
+def end_facts(ctx: TickContext, job_id: str, row: JobRow | None, name: str) -> EndFacts:
+    """Accounting's record when it has the end; else the controller's row; else unknown.
+    The tick's one batched answer serves when it asked about `job_id` (it does for every
+    job a check declared in `ended_job_ids`)."""
     try:
-        records = accounting(ctx, batch)
+        records = accounting(ctx, [job_id])
         problem = ""
     except SlurmError as exc:
         records, problem = {}, f"did not answer ({exc})"
