@@ -132,7 +132,8 @@ def test_a_memory_kill_gives_peak_against_request(ended: Ended, tmp_path: Path, 
     peak = re.search(r"ran out of memory on node\d after \d+ s: peak ([\d.]+) MiB of the 100.0 MiB "
                      r"requested \((\d+) %\)", result.summary)
     assert peak is not None, result.summary
-    assert float(peak.group(1)) > 100 and int(peak.group(2)) > 100
+    # Sampled every second: the recorded peak passed the limit, by little or by much.
+    assert float(peak.group(1)) > 100 and int(peak.group(2)) >= 100
     assert "Not resubmitted: the same request would fail again; raise --mem" in result.summary
     assert any("exceeded memory limit" in line for line in result.details)
 
