@@ -17,6 +17,7 @@ from typing import Any
 import jinja2
 
 from notifiers.base import Message
+from watchdogs import humanize
 from watchdogs.alerts.events import Batch
 
 LOG = logging.getLogger("notifiers.render")
@@ -24,20 +25,13 @@ BUILTIN = Path(__file__).resolve().parent / "templates"
 
 
 def when(value: datetime) -> str:
-    return value.strftime("%Y-%m-%d %H:%M:%S %Z").strip()
+    """"2026-11-23 03:15:07 UTC": the date, the time and the zone (watchdogs.humanize)."""
+    return humanize.moment_seconds(value)
 
 
 def age(value: timedelta | float) -> str:
-    """timedelta or seconds -> "2d3h", "2h13m", "4m10s", "12s"."""
-    seconds = int(value.total_seconds() if isinstance(value, timedelta) else value)
-    days, rest = divmod(max(seconds, 0), 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{days}d{hours}h"
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+    """timedelta or seconds -> "3 d 04 h", "6 h 02 min", "4 min 10 s", "12 s"."""
+    return humanize.duration(value)
 
 
 def where(context: Mapping[str, str]) -> str:

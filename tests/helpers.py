@@ -6,6 +6,9 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from watchdogs.slurmctl.runner import run_slurm
+from watchdogs.slurmctl.sacct import run_sacct
+
 T = TypeVar("T")
 
 
@@ -37,3 +40,9 @@ def job_state(job_id: str) -> str:
 def cancel(*job_ids: str) -> None:
     if job_ids:
         sh("scancel", *job_ids, check=False)
+
+
+def accounted(job_id: str) -> bool:
+    """Accounting (slurmdbd) has recorded the job's end: sacct lags slurmctld by a moment."""
+    record = run_sacct([job_id], 30.0, None, run_slurm).get(job_id)
+    return record is not None and record.finished

@@ -54,6 +54,17 @@ class Metric:
 
 
 @dataclass(frozen=True)
+class Notice:
+    """News that is not a problem (a job started, was requeued, ended): told once through
+    the item's route (`notice`, else where warnings go), never opens or closes an alert."""
+
+    summary: str
+    details: tuple[str, ...] = ()
+    kind: str = ""
+    """What happened, for the reader's grouping: "started", "requeued", "ended"."""
+
+
+@dataclass(frozen=True)
 class CheckResult:
     status: Status
     summary: str
@@ -67,6 +78,8 @@ class CheckResult:
     killed_by: str | None = None
     """The signal that killed a drop-in the scheduler did not kill itself; while the scheduler
     is stopping, such a run counts as cut off (not run)."""
+    notices: tuple[Notice, ...] = ()
+    """Told once each, whatever the status (the check itself says each only once)."""
 
     def render(self) -> str:
         """Back to plugin output: "SUMMARY | perfdata" then detail lines."""

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.checks.conftest import Jobs, tick, unreachable_conf, write_config
-from tests.helpers import job_state, wait_for
+from tests.helpers import accounted, job_state, wait_for
 from watchdogs.result import Status
 from watchdogs.state.store import StateStore
 
@@ -85,7 +85,7 @@ def test_waiting_longer_than_max_pending_warns_whatever_the_reason(tmp_path: Pat
     assert tick(config, store, now=now)[0]["slow"].status is Status.OK
     later = tick(config, store, now=now + timedelta(hours=7))[0]["slow"]
     assert later.status is Status.WARNING
-    assert "over max_pending 6h" in later.summary
+    assert "over max_pending 6 h 00 min" in later.summary
 
 
 def test_gone_job_is_critical_with_how_the_last_one_ended(tmp_path: Path, store: StateStore,
@@ -93,10 +93,12 @@ def test_gone_job_is_critical_with_how_the_last_one_ended(tmp_path: Path, store:
     name = unique("gone", tmp_path)
     job = jobs.submit(name=name, wrap="exit 3")
     wait_for(lambda: job_state(job) == "FAILED", what="job failed")
+    wait_for(lambda: accounted(job), what="accounting has the end")
     config = write_config(tmp_path, one_check(tmp_path, "gone", job_name=name))
     result = tick(config, store)[0]["gone"]
     assert result.status is Status.CRITICAL
-    assert f"job {job} ended FAILED (exit 3:0, NonZeroExitCode)" in result.summary
+    assert result.summary.startswith(f"{name} (job {job}) failed on node")
+    assert ": exit 3; ended " in result.summary
     assert result.context["last_state"] == "FAILED"
 
 
@@ -161,16 +163,18 @@ def test_gone_job_is_resubmitted_until_the_crash_loop_limit(tmp_path: Path, stor
     name = unique("resub", tmp_path)
     script = tmp_path / "train.slurm"
     script.write_text("#!/bin/bash\n#SBATCH --output=/dev/null\nexit 1\n")
+    # fail_fast = "0s": this test is about the crash-loop limit, not about early failures.
     config = write_config(tmp_path, one_check(tmp_path, "train", job_name=name, resubmit="train.slurm",
-                                              resubmit_limit=2))
+                                              resubmit_limit=2, fail_fast="0s"))
     for attempt in (1, 2):
         result = tick(config, store)[0]["train"]
         assert result.status is Status.WARNING, result.summary
-        assert f"resubmitted as job {result.context['resubmitted']} ({attempt} of 2" in result.summary
+        ordinal = {1: "1st", 2: "2nd"}[attempt]
+        assert f"Resubmitted as job {result.context['resubmitted']} ({ordinal} of at most 2" in result.summary
         jobs.ids.append(result.context["resubmitted"])
         wait_for(lambda: job_state(jobs.ids[-1]) == "FAILED", what="resubmitted job failed")
     stopped = tick(config, store)[0]["train"]
     assert stopped.status is Status.CRITICAL
-    assert "not resubmitted: crash loop (2 resubmits in the last 6h, limit 2)" in stopped.summary
+    assert "Not resubmitted: crash loop (2 resubmits in the last 6 h 00 min, limit 2)" in stopped.summary
     (tmp_path / "NO_RESUBMIT").touch()
     assert "kill switch" in tick(config, store)[0]["train"].summary

@@ -11,11 +11,10 @@ import pytest
 from watchdogs.result import Status
 from watchdogs.slurmctl.backoff import Backoff, guarded
 from watchdogs.slurmctl.hostlist import expand
-from watchdogs.slurmctl.jobinfo import from_scontrol, parse_sacct, parse_scontrol_oneliner
+from watchdogs.slurmctl.jobinfo import parse_scontrol_oneliner
 from watchdogs.slurmctl.jobspec import JobSpec, plan_queries
 from watchdogs.slurmctl.jobstatus import assess
 from watchdogs.slurmctl.reasons import classify
-from watchdogs.slurmctl.resubmit import ResubmitPolicy, decide
 from watchdogs.slurmctl.runner import SlurmBusy
 from watchdogs.slurmctl.sinfo import parse_sinfo
 from watchdogs.slurmctl.slurmtime import parse_elapsed
@@ -91,26 +90,22 @@ def test_slurm_estimate_is_said_in_words_and_the_one_year_placeholder_is_not() -
     rows = parse_squeue("\n".join([squeue_line("1", "PENDING", "Resources", "a", start=soon),
                                    squeue_line("2", "PENDING", "Resources", "b", start=never)]))
     first = assess(rows[:1], NOW)
-    assert "scheduled to start in 2h13m at 14:13" in first.summary
+    assert "scheduled to start in 2 h 13 min at 2026-11-22 14:13 " in first.summary
     assert "scheduled" not in assess(rows[1:], NOW).summary
 
 
 def test_a_chain_has_waited_only_since_its_job_last_ran() -> None:
     rows = parse_squeue(squeue_line("1", "PENDING", "Dependency", "a", submit="2026-11-20T00:00:00"))
     ran = (NOW - timedelta(minutes=30)).timestamp()
-    assert "waiting 30m" in assess(rows, NOW, last_running_at=ran, max_pending=3600).summary
+    assert "waiting 30 min 00 s" in assess(rows, NOW, last_running_at=ran, max_pending=3600).summary
     assert assess(rows, NOW, max_pending=3600).status is Status.WARNING
 
 
-def test_scontrol_oneliner_and_sacct_give_the_last_state() -> None:
+def test_scontrol_oneliner_keeps_values_with_spaces() -> None:
     line = ("JobId=5 JobName=my train UserId=root(0) JobState=FAILED Reason=NonZeroExitCode "
             "Dependency=(null) ExitCode=3:0 RunTime=00:00:01 EndTime=2026-11-22T11:58:00 Partition=debug")
-    last = from_scontrol(parse_scontrol_oneliner(line))
-    assert last is not None and last.exit_code == "3:0"
-    assert last.describe(NOW) == "job 5 ended FAILED (exit 3:0, NonZeroExitCode) at 11:58"
-    sacct = "5|CANCELLED by 0|0:15|2026-11-22T11:00:00|None\n5.batch|CANCELLED|0:15|2026-11-22T11:00:00|\n"
-    found = parse_sacct(sacct, "5")
-    assert found is not None and (found.state, found.exit_code) == ("CANCELLED", "0:15")
+    fields = parse_scontrol_oneliner(line)
+    assert (fields["JobName"], fields["ExitCode"], fields["Partition"]) == ("my train", "3:0", "debug")
 
 
 def test_sinfo_rows_say_what_is_bad_and_what_is_usable() -> None:
@@ -149,12 +144,3 @@ def test_busy_controller_is_left_alone_for_a_growing_delay(tmp_path: Path) -> No
     assert Backoff(10, 0).after_failure(0.0).until == 600.0
 
 
-def test_resubmit_decision_respects_kill_switch_success_and_crash_loop(tmp_path: Path) -> None:
-    policy = ResubmitPolicy(tmp_path / "t.slurm", limit=3, window=6 * 3600, kill_switch=tmp_path / "K")
-    now = 100_000.0
-    assert decide(policy, [], now, False, "FAILED").allowed
-    assert not decide(policy, [], now, True, "FAILED").allowed
-    assert not decide(policy, [], now, False, "COMPLETED").allowed
-    assert not decide(policy, [now - 100, now - 200, now - 300], now, False, "FAILED").allowed
-    old = [now - 7 * 3600] * 5
-    assert decide(policy, old, now, False, "FAILED").allowed

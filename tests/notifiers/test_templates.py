@@ -38,7 +38,7 @@ def test_a_broken_user_template_falls_back_to_the_shipped_one(tmp_path: Path,
 def test_every_message_says_what_where_since_and_what_next() -> None:
     text = Templates().message(batch(event()), "console").text
     for needed in ("CRITICAL: train-job", "what:  job 4242 FAILED", "where: job=4242 partition=debug",
-                   "since: 2024-05-01 11:53:00 UTC (7m00s ago)", "next:  https://wiki.example.org/runbooks/oom",
+                   "since: 2024-05-01 11:53:00 UTC (7 min 00 s ago)", "next:  https://wiki.example.org/runbooks/oom",
                    "watchdogs silence ITEM"):
         assert needed in text
 
@@ -47,7 +47,7 @@ def test_a_resolution_says_how_long_it_was_failing() -> None:
     resolved = event(state="resolved", status="OK", previous="CRITICAL", summary="job 4242 RUNNING")
     message = Templates().message(batch(resolved), "console")
     assert message.subject == "[watchdogs cl1] RESOLVED: train-job - job 4242 RUNNING"
-    assert "was failing since 2024-05-01 11:53:00 UTC (7m00s)" in message.text
+    assert "was failing since 2024-05-01 11:53:00 UTC (7 min 00 s)" in message.text
     assert message.severity == "resolved"
 
 

@@ -14,9 +14,10 @@ from typing import Any, Literal
 
 from watchdogs.result import Status
 
-EventState = Literal["alert", "changed", "repeat", "resolved", "test"]
+EventState = Literal["alert", "changed", "repeat", "resolved", "test", "notice"]
 """alert (new problem), changed (severity or what is broken changed), repeat (still failing),
-resolved, or test (`watchdogs notify-test`)."""
+resolved, test (`watchdogs notify-test`), or notice (news that is not a problem, such as a
+job's lifecycle: said once, opens no alert)."""
 
 
 def severity_rank(severity: str) -> float:
@@ -25,6 +26,8 @@ def severity_rank(severity: str) -> float:
     message between OK and WARNING."""
     if severity == "resolved":
         return Status.OK.severity
+    if severity == "notice":
+        return Status.OK.severity + 0.25
     if severity == "test":
         return Status.OK.severity + 0.5
     return Status[severity.upper()].severity
@@ -51,12 +54,14 @@ class AlertEvent:
 
     @property
     def severity(self) -> str:
-        return "resolved" if self.state == "resolved" else self.status.name.lower()
+        if self.state in ("resolved", "notice"):
+            return self.state
+        return self.status.name.lower()
 
     @property
     def label(self) -> str:
         status, previous = self.status.name, self.previous.name
-        return {"resolved": "RESOLVED", "test": "TEST",
+        return {"resolved": "RESOLVED", "test": "TEST", "notice": "NOTICE",
                 "changed": f"{status} (was {previous})" if previous != status
                 else f"{status} (changed)",
                 "repeat": f"{status} (still failing)"}.get(self.state, status)
@@ -86,7 +91,11 @@ class Batch:
 
     @property
     def problems(self) -> tuple[AlertEvent, ...]:
-        return tuple(e for e in self.events if e.state != "resolved")
+        return tuple(e for e in self.events if e.state not in ("resolved", "notice"))
+
+    @property
+    def notices(self) -> tuple[AlertEvent, ...]:
+        return tuple(e for e in self.events if e.state == "notice")
 
     @property
     def resolved(self) -> tuple[AlertEvent, ...]:
@@ -109,4 +118,6 @@ class Batch:
             parts.append(f"{len(self.problems)} {noun} ({by})")
         if self.resolved:
             parts.append(f"{len(self.resolved)} resolved")
+        if self.notices:
+            parts.append(f"{len(self.notices)} notice{'s' if len(self.notices) > 1 else ''}")
         return ", ".join(parts) or "nothing to report"

@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 Route = Mapping[str, tuple[str, ...]]
-_FALLBACK = {"unknown": ("warning", "critical"), "warning": (), "critical": ()}
+# A notice (news, not a problem) nobody routed goes where warnings go.
+_FALLBACK = {"unknown": ("warning", "critical"), "notice": ("warning", "critical"), "warning": (),
+             "critical": ()}
 
 
 def pick_route(own: Route | None, default: Route | None) -> Route | None:

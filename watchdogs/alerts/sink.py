@@ -22,6 +22,7 @@ from typing import Literal
 
 from notifiers.base import Message, Notifier, TransportError
 from notifiers.render import Templates, plain_message
+from watchdogs import humanize
 from watchdogs.alerts import health, outbox, records, schema, silences
 from watchdogs.alerts.events import AlertEvent, Batch
 from watchdogs.alerts.tick import at_time, by_channel, evaluate
@@ -177,7 +178,7 @@ class AlertSink:
                              (entry.channel,)).fetchone()[0]
         notifier = self.channels.get(entry.channel)
         kind = notifier.type_name if notifier else "?"
-        summary = (f"alert channel {entry.channel} ({kind}) failing since {failing_since:%Y-%m-%d %H:%M}: "
+        summary = (f"alert channel {entry.channel} ({kind}) failing since {humanize.moment(failing_since)}: "
                    f"{entry.last_error}" if state == "alert"
                    else f"alert channel {entry.channel} ({kind}) delivers again")
         event = AlertEvent(item=f"channel:{entry.channel}", state=state,

@@ -12,6 +12,7 @@ from watchdogs.alerts.events import AlertEvent, severity_rank
 from watchdogs.alerts.lifecycle import Decision, ItemState, Policy, Reading, decide
 from watchdogs.alerts.routing import channels_for, pick_route
 from watchdogs.config.model import AlertSettings
+from watchdogs.result import Notice, Status
 from watchdogs.sink import ItemOutcome
 
 
@@ -51,6 +52,12 @@ def to_event(outcome: ItemOutcome, decision: Decision, prev: ItemState, now: dat
                       runbook=outcome.runbook, note=note)
 
 
+def notice_event(outcome: ItemOutcome, notice: Notice, now: datetime) -> AlertEvent:
+    return AlertEvent(item=outcome.item, state="notice", status=Status.OK, previous=Status.OK,
+                      summary=notice.summary, since=now, at=now, kind=outcome.kind,
+                      details=notice.details, context=dict(outcome.result.context))
+
+
 def evaluate(db: sqlite3.Connection, outcomes: Sequence[ItemOutcome], now: datetime,
              settings: AlertSettings, enabled: Sequence[str]) -> list[Routed]:
     """Decide every outcome, save the states, log the events; return what is to be sent."""
@@ -63,12 +70,16 @@ def evaluate(db: sqlite3.Connection, outcomes: Sequence[ItemOutcome], now: datet
         silence = silences.silencing(active, outcome.item, ts)
         decision = decide(prev, reading(outcome), policy(outcome, settings), ts, silence is not None)
         states[outcome.item] = decision.state
+        route = pick_route(outcome.notify, settings.notify)
+        silenced_by = silence.id if silence else None
+        for notice in outcome.result.notices:  # news first: a job's end before its alert
+            routed.append(Routed(notice_event(outcome, notice, now),
+                                 channels_for(route, "notice", "ok", enabled), silenced_by))
         if decision.event is None:
             continue
         event = to_event(outcome, decision, prev, now)
-        route = pick_route(outcome.notify, settings.notify)
         names = channels_for(route, event.severity, decision.previous.name.lower(), enabled)
-        routed.append(Routed(event, names, silence.id if silence else None))
+        routed.append(Routed(event, names, silenced_by))
     records.save_states(db, list(states.values()))
     records.log_events(db, [(ts, r.event.item, r.event.state, r.event.status.name, r.event.summary,
                              ",".join(r.channels), r.silenced_by) for r in routed])

@@ -37,7 +37,9 @@ class TickContext:
         self.runner = runner
         self.results: dict[str, CheckResult] = {}
         self._shared: dict[str, tuple[bool, Any]] = {}
-        self._lock = threading.Lock()
+        # Re-entrant: a shared value may be built from others (the tick's sacct call asks
+        # every job check which jobs ended, from the shared squeue snapshot).
+        self._lock = threading.RLock()
 
     def shared(self, key: str, factory: Callable[[], T]) -> T:
         """The value of `factory()`, computed once per tick for every caller of `key`.

@@ -1,30 +1,44 @@
-"""`job`: is the training running or queued?
+"""`job`: is the training running or queued? And when it is gone: why, in words, and what
+was done about it.
 
-Every `job` check of a tick shares one squeue snapshot (watchdogs.slurmctl.snapshot). A
-controller that cannot be asked gives UNKNOWN, never "job gone": an outage must not page
-people that their training vanished.
+Every `job` check of a tick shares one squeue snapshot (watchdogs.slurmctl.snapshot) and
+one sacct call (watchdogs.checks.jobend). A controller that cannot be asked gives UNKNOWN,
+never "job gone": an outage must not page people that their training vanished.
 """
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+from watchdogs.checks import jobend, jobfiles, jobnotices
 from watchdogs.checks.base import Check
 from watchdogs.checks.context import TickContext
-from watchdogs.config.options import Option, duration, integer, path, regex, string, string_list
+from watchdogs.config.options import Kind, Option, duration, integer, path, regex, string, string_list
 from watchdogs.errors import SlurmError, WatchdogsError
-from watchdogs.result import CheckResult, Status
+from watchdogs.result import CheckResult, Notice, Status
 from watchdogs.slurmctl import resubmit
-from watchdogs.slurmctl.jobinfo import LastState, last_state
+from watchdogs.slurmctl.ending import Ending, Progress
 from watchdogs.slurmctl.jobspec import JobSpec
 from watchdogs.slurmctl.jobstatus import GONE, RUNNING, UNKNOWN, Assessment, assess, unknown
-from watchdogs.slurmctl.snapshot import SLURM_TIMEOUT_S, JobSnapshot
+from watchdogs.slurmctl.snapshot import SLURM_TIMEOUT_S
 from watchdogs.slurmctl.squeue import JobRow, latest_finished
+from watchdogs.slurmctl.transitions import remember, transitions
 from watchdogs.slurmctl.users import resolve_users
 
 MEMORY = "check.job"
 RESUBMITS = "check.job.resubmits"
+
+
+def subset_of(*allowed: str) -> Kind:
+    def parse(value: Any) -> tuple[str, ...]:
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, list | tuple) or any(v not in allowed for v in items):
+            raise ValueError("a list of " + ", ".join(repr(a) for a in allowed))
+        return tuple(items)
+    return parse
 
 
 class JobCheck(Check):
@@ -40,8 +54,20 @@ class JobCheck(Check):
         "resubmit": Option(path, help="batch script to sbatch when the job is gone"),
         "resubmit_limit": Option(integer(1), default=3, help="resubmits per resubmit_window"),
         "resubmit_window": Option(duration, default=6 * 3600.0),
+        "resubmit_on": Option(subset_of(*resubmit.ENDINGS), default=resubmit.DEFAULT_RESUBMIT_ON,
+                              help="the endings after which to resubmit (see the policy table)"),
+        "fail_fast": Option(duration, default=resubmit.DEFAULT_FAIL_FAST,
+                            help="a failure this soon after the start is not resubmitted"),
         "kill_switch": Option(path, help="no resubmit while this file exists "
                                          "(default: NO_RESUBMIT beside the script)"),
+        "output": Option(string, help="the job's stdout pattern as given to sbatch (%j, %x, ...)"),
+        "error": Option(string, help="the job's stderr pattern, when separate"),
+        "tail_lines": Option(integer(0, 200), default=20, help="log lines in the alert (0: none)"),
+        "heartbeats": Option(path, help="trainguard's heartbeat folder (the step reached)"),
+        "checkpoints": Option(path, help="trainguard's checkpoint folder (the step saved)"),
+        "notices": Option(subset_of(*jobnotices.KINDS), default=(),
+                          help="lifecycle notices to send: started, requeued, ended"),
+        "probe_timeout": Option(duration, default=10.0, help="reading logs and checkpoints"),
     }
 
     @classmethod
@@ -58,15 +84,43 @@ class JobCheck(Check):
     def watched_jobs(self, ctx: TickContext) -> list[JobSpec]:
         return [self.spec]
 
+    def ended_job_ids(self, ctx: TickContext) -> list[str]:
+        """The job IDs this check needs accounting for this tick, computed once per tick
+        (before the check updates its memory): jobs seen alive last time and gone now, and
+        the last instance when none is alive."""
+        return ctx.shared(f"job-ended:{self.name}", lambda: self._ended_ids(ctx))
+
+    def _ended_ids(self, ctx: TickContext) -> list[str]:
+        rows = self._rows(ctx)
+        memory = ctx.store.kv_get(MEMORY, self.name, {})
+        alive = {r.raw_id for r in rows if r.running or r.queued}
+        ids: list[str] = []
+        if jobnotices.ENDED in (self.opts.get("notices") or ()):
+            ids += [i for i in memory.get("seen", {}) if i not in alive]
+            ids += [i for i in memory.get("pending_notices", {}) if i not in ids]
+        last = None if alive else self._last_id(rows, memory)
+        if last is not None and last not in ids:
+            ids.append(last)
+        return [i for i in ids if i not in memory.get("explained", {})]
+
+    def _rows(self, ctx: TickContext) -> list[JobRow]:
+        return ctx.job_snapshot(self.spec).matching(self.spec)
+
     def run(self, ctx: TickContext) -> CheckResult:
         verdict = self.assess(ctx)
         if verdict.kind == UNKNOWN:
             return CheckResult(verdict.status, verdict.summary)
-        self._remember(ctx, verdict)
-        if verdict.kind == GONE:
-            return self._gone(ctx, verdict)
-        return CheckResult(verdict.status, verdict.summary, verdict.details, verdict.metrics,
-                           verdict.context, verdict.fingerprint)
+        # Fixed for this tick before the memory below moves on (the snapshot answered just
+        # above, so nothing here can fail usefully).
+        with contextlib.suppress(WatchdogsError):
+            self.ended_job_ids(ctx)
+        rows = self._rows(ctx)
+        said = self._notices(ctx, rows)
+        self._remember(ctx, verdict, rows)
+        result = (self._gone(ctx, rows) if verdict.kind == GONE else
+                  CheckResult(verdict.status, verdict.summary, verdict.details, verdict.metrics,
+                              verdict.context, verdict.fingerprint))
+        return dataclasses.replace(result, notices=tuple(said)) if said else result
 
     def assess(self, ctx: TickContext) -> Assessment:
         """The verdict from the tick's snapshot; kind UNKNOWN when Slurm cannot be asked
@@ -83,73 +137,151 @@ class JobCheck(Check):
         return assess(snapshot.matching(spec), ctx.now, memory.get("last_running_at"),
                       self.opts.get("max_pending"))
 
-    def _remember(self, ctx: TickContext, verdict: Assessment) -> None:
-        """Last job ids seen alive (to ask how the last one ended) and when one last ran."""
+    def _remember(self, ctx: TickContext, verdict: Assessment, rows: list[JobRow]) -> None:
+        """Last job ids seen alive (to ask how the last one ended), when one last ran, and
+        each alive job's state (for the lifecycle transitions of the next look)."""
         memory = dict(ctx.store.kv_get(MEMORY, self.name, {}))
         alive = [r.raw_id for r in (*verdict.running, *verdict.queued)]
         if alive:
             memory["job_ids"] = alive[-20:]
         if verdict.kind == RUNNING:
             memory["last_running_at"] = ctx.now.timestamp()
+        memory["seen"] = remember(rows)
         ctx.store.kv_put(MEMORY, self.name, memory)
 
-    def _gone(self, ctx: TickContext, verdict: Assessment) -> CheckResult:
+    # -- lifecycle notices ---------------------------------------------------------------
+
+    def _notices(self, ctx: TickContext, rows: list[JobRow]) -> list[Notice]:
+        wanted = self.opts.get("notices") or ()
+        memory = dict(ctx.store.kv_get(MEMORY, self.name, {}))
+        if not wanted or "seen" not in memory:
+            return []  # the first look only learns what runs; nothing has changed yet
+        found = transitions(memory["seen"], rows)
+        said, waiting = jobnotices.notices(
+            wanted, found, ctx.now, self._label(), memory.get("pending_notices", {}),
+            lambda job_id, row: self._final_ending(ctx, job_id, row))
+        memory = dict(ctx.store.kv_get(MEMORY, self.name, {}))
+        memory["pending_notices"] = waiting
+        ctx.store.kv_put(MEMORY, self.name, memory)
+        return said
+
+    # -- the job is gone: why, and what to do -----------------------------------------------
+
+    def _label(self) -> str:
         spec = self.spec
-        last = self._last_state(ctx)
-        summary = f"gone: no job with {spec.describe()} is running or queued; " + (
-            last.describe(ctx.now) if last else "no record of how the last one ended")
-        context = {"job_name": spec.job_name or spec.job_regex.pattern, "state": "GONE"}
-        fingerprint = f"gone:{last.job_id if last else ''}"
-        if last is not None:
-            context.update(job=last.job_id, last_state=last.state, exit_code=last.exit_code)
-        if self.opts.get("resubmit") is None:
-            return CheckResult(Status.CRITICAL, summary, context=context, fingerprint=fingerprint)
-        return self._resubmit(ctx, summary, context, last, fingerprint)
+        return spec.job_name or (spec.job_regex.pattern if spec.job_regex else "")
 
-    def _last_state(self, ctx: TickContext) -> LastState | None:
-        snapshot: JobSnapshot = ctx.job_snapshot(self.spec)
-        row: JobRow | None = latest_finished(snapshot.matching(self.spec))
-        remembered = ctx.store.kv_get(MEMORY, self.name, {}).get("job_ids") or []
-        job_id = row.raw_id if row is not None else max(remembered, key=_numeric, default=None)
+    @staticmethod
+    def _last_id(rows: list[JobRow], memory: Mapping[str, Any]) -> str | None:
+        row = latest_finished(rows)
+        if row is not None:
+            return row.raw_id
+        remembered = memory.get("job_ids") or []
+        return max(remembered, key=_numeric, default=None)
+
+    def _gone(self, ctx: TickContext, rows: list[JobRow]) -> CheckResult:
+        spec = self.spec
+        memory = ctx.store.kv_get(MEMORY, self.name, {})
+        job_id = self._last_id(rows, memory)
+        context = {"job_name": self._label(), "state": "GONE"}
+        where = f"no job with {spec.describe()} is running or queued"
         if job_id is None:
-            return None
-        try:
-            found = last_state(job_id, SLURM_TIMEOUT_S, ctx.slurm_env(), ctx.runner)
-        except SlurmError:
-            found = None
-        if found is None and row is not None:
-            found = LastState(row.raw_id, row.state, "", row.reason, row.end, "squeue")
-        return found
+            summary = f"gone: {where}, and there is no record of an earlier one"
+            if self.opts.get("resubmit") is None:
+                return CheckResult(Status.CRITICAL, summary, context=context, fingerprint="gone:")
+            return self._resubmit(ctx, summary, (), context, None, "gone:")
+        row = next((r for r in rows if r.raw_id == job_id), None)
+        ending, tail, _final = self._ending(ctx, job_id, row)
+        f = ending.facts
+        context.update(job=job_id, last_state=f.state or "unknown", ending=ending.kind)
+        # The source is part of it: a degraded first word, then accounting's, is news.
+        fingerprint = f"gone:{job_id}:{ending.kind}:{f.source}"
+        details = [f"{where}.", f"efficiency: {ending.efficiency()}" if f.source == "sacct" else ""]
+        details += _tail_lines(tail)
+        summary = ending.sentence()
+        lines = tuple(d for d in details if d)
+        if self.opts.get("resubmit") is None:
+            return CheckResult(Status.CRITICAL, summary, lines, context=context, fingerprint=fingerprint)
+        return self._resubmit(ctx, summary, lines, context, ending, fingerprint)
 
-    def _resubmit(self, ctx: TickContext, summary: str, context: dict[str, str],
-                  last: LastState | None, fingerprint: str) -> CheckResult:
+    def _final_ending(self, ctx: TickContext, job_id: str, row: JobRow | None) -> tuple[Ending, bool]:
+        ending, _tail, final = self._ending(ctx, job_id, row)
+        return ending, final
+
+    def _ending(self, ctx: TickContext, job_id: str, row: JobRow | None
+                ) -> tuple[Ending, dict[str, Any] | None, bool]:
+        """How `job_id` ended (kept once accounting has it), its log tail, and whether the
+        explanation is final (from accounting)."""
+        memory = ctx.store.kv_get(MEMORY, self.name, {})
+        kept = memory.get("explained", {}).get(job_id)
+        if kept is not None:
+            ending, tail = jobend.from_json(kept)
+            return ending, tail, True
+        facts = jobend.end_facts(ctx, job_id, row, self._label())
+        progress = self._progress(job_id) if facts.source else Progress()
+        ending = jobend.explain_end(ctx, facts, progress)
+        tail = self._tail(ending)
+        if facts.source == "sacct":
+            memory = dict(ctx.store.kv_get(MEMORY, self.name, {}))
+            memory["explained"] = jobend.keep(memory.get("explained", {}), job_id,
+                                              jobend.to_json(ending, tail))
+            ctx.store.kv_put(MEMORY, self.name, memory)
+        return ending, tail, facts.source == "sacct"
+
+    def _progress(self, job_id: str) -> Progress:
+        heartbeats, checkpoints = self.opts.get("heartbeats"), self.opts.get("checkpoints")
+        if heartbeats is None and checkpoints is None:
+            return Progress()
+        return jobfiles.progress(heartbeats, checkpoints, job_id, self.opts["probe_timeout"])
+
+    def _tail(self, ending: Ending) -> dict[str, Any] | None:
+        if self.opts["tail_lines"] <= 0 or ending.facts.source != "sacct":
+            return None
+        return jobfiles.job_log_tail(ending.facts, self.opts.get("output"), self.opts.get("error"),
+                                     self.opts.get("resubmit"), self.opts["tail_lines"],
+                                     self.opts["probe_timeout"])
+
+    def _resubmit(self, ctx: TickContext, summary: str, details: tuple[str, ...],
+                  context: dict[str, str], ending: Ending | None, fingerprint: str) -> CheckResult:
         script = self.opts["resubmit"]
-        policy = resubmit.ResubmitPolicy(script, self.opts["resubmit_limit"],
-                                          self.opts["resubmit_window"],
-                                          self.opts.get("kill_switch") or script.parent / "NO_RESUBMIT")
+        policy = resubmit.ResubmitPolicy(
+            script, self.opts["resubmit_limit"], self.opts["resubmit_window"],
+            self.opts.get("kill_switch") or script.parent / "NO_RESUBMIT",
+            frozenset(self.opts["resubmit_on"]), self.opts["fail_fast"],
+            self.opts.get("checkpoints") is not None)
         now = ctx.now.timestamp()
         history = ctx.store.kv_get(RESUBMITS, self.name, [])
-        decision = resubmit.decide(policy, history, now, policy.kill_switch.exists(),
-                                   last.state if last else None)
+        decision = resubmit.decide(policy, history, now, policy.kill_switch.exists(), ending,
+                                   max(history, default=None))
+        context["resubmit"] = decision.key
         if not decision.allowed:
-            return CheckResult(Status.CRITICAL, f"{summary}; {decision.why}", context=context,
+            return CheckResult(Status.CRITICAL, f"{summary}. {decision.why}.", details, context=context,
                                fingerprint=fingerprint)
         try:
-            job_id = self._submit(ctx, script)
+            job_id = self._submit(ctx, script, decision.exclude)
         except SlurmError as exc:
-            return CheckResult(Status.CRITICAL, f"{summary}; resubmit failed: {exc}", context=context,
-                               fingerprint=fingerprint)
+            return CheckResult(Status.CRITICAL, f"{summary}. Resubmit failed: {exc}", details,
+                               context=context, fingerprint=fingerprint)
         ctx.store.kv_put(RESUBMITS, self.name, [*decision.recent, now])
         context["resubmitted"] = job_id
-        return CheckResult(Status.WARNING, f"{summary}; resubmitted as job {job_id} "
-                                           f"({decision.why.replace('resubmit ', '')})", context=context,
+        excluding = f" excluding {', '.join(decision.exclude)}" if decision.exclude else ""
+        return CheckResult(Status.WARNING, f"{summary}. Resubmitted as job {job_id}{excluding} "
+                                           f"({decision.why}).", details, context=context,
                            fingerprint=fingerprint)
 
-    def _submit(self, ctx: TickContext, script: Path) -> str:
+    def _submit(self, ctx: TickContext, script: Path, exclude: tuple[str, ...]) -> str:
         # The one side effect of this check: sbatch the user's own script, as the user the
         # watchdog runs as, only after the decision above allowed it.
         return resubmit.submit(script, self.opts.get("job_name"), self.opts.get("cluster"),
-                               SLURM_TIMEOUT_S, ctx.slurm_env(), ctx.runner)
+                               SLURM_TIMEOUT_S, ctx.slurm_env(), ctx.runner, exclude)
+
+
+def _tail_lines(tail: Mapping[str, Any] | None) -> list[str]:
+    if not tail:
+        return []
+    if tail.get("lines"):
+        return [f"last lines of {tail['path']}:", *tail["lines"]]
+    return [f"no log lines: {tail['problem']}"] if tail.get("problem") else []
 
 
 def _numeric(job_id: str) -> int:

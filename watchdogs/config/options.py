@@ -137,7 +137,7 @@ def string_list(value: Any) -> tuple[str, ...]:
     raise ValueError("a string or a non-empty list of strings")
 
 
-SEVERITIES = ("warning", "critical", "unknown", "resolved")
+SEVERITIES = ("warning", "critical", "unknown", "resolved", "notice")
 
 
 def notify_route(value: Any) -> Mapping[str, tuple[str, ...]]:

@@ -24,7 +24,7 @@ def _expand_one(item: str) -> list[str]:
     if not match:
         return [item]
     prefix, ranges, rest = match.groups()
-    names = []
+    names: list[str] = []
     for span in ranges.split(","):
         found = _RANGE.match(span)
         if not found:

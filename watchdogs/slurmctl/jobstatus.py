@@ -5,11 +5,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from watchdogs.humanize import duration as format_duration
 from watchdogs.result import Metric, Status, worst
 from watchdogs.slurmctl.reasons import describe_pending
 from watchdogs.slurmctl.slurmtime import format_clock
 from watchdogs.slurmctl.squeue import PAUSED_STATES, JobRow
-from watchdogs.units import format_duration
 
 RUNNING, QUEUED, PAUSED, GONE, UNKNOWN = "running", "queued", "paused", "gone", "unknown"
 

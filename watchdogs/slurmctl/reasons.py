@@ -9,10 +9,10 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
+from watchdogs.humanize import duration as format_duration
 from watchdogs.result import Status
 from watchdogs.slurmctl.slurmtime import format_clock
 from watchdogs.slurmctl.squeue import JobRow
-from watchdogs.units import format_duration
 
 BENIGN = {
     "None": "waiting to be scheduled",

@@ -1,7 +1,22 @@
-"""Optional self-healing for a `job` check: resubmit a gone job, within a crash-loop limit.
+"""Optional self-healing for a `job` check: resubmit a gone job when how it ended says a
+resubmit can help, within a crash-loop limit.
 
-The decision is a pure function of the resubmit history, the time and what is known of the
-last run; only `submit` touches Slurm.
+The policy is keyed on the ending (see `ENDINGS`); the decision is a pure function of the
+ending, the resubmit history and the time. Only `submit` touches Slurm.
+
+| ending               | default      | why                                                      |
+|----------------------|--------------|----------------------------------------------------------|
+| node_fail            | resubmit     | the node failed, not the job; `--exclude` the node(s)    |
+| preempted            | resubmit     | a higher-priority job took the resources                 |
+| timeout_saved        | resubmit     | it saved a checkpoint during this run: it will progress  |
+| timeout_unsaved      | no           | no new checkpoint: it would redo the same work           |
+| out_of_memory        | no           | the same request would fail again; raise --mem           |
+| failed_fast          | no           | failed within `fail_fast` of its start: a bug or bad input |
+| failed               | resubmit     | failed later (a transient error, a flaky filesystem)     |
+| cancelled_by_owner   | no           | a person decided                                         |
+| cancelled_by_other   | no           | an administrator (or another user) decided               |
+| unknown              | resubmit     | accounting cannot say; as before, the limit still holds  |
+| completed            | never        | done                                                     |
 """
 from __future__ import annotations
 
@@ -9,8 +24,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from watchdogs import humanize
+from watchdogs.slurmctl import ending as e
 from watchdogs.slurmctl.runner import SlurmRunner
-from watchdogs.units import format_duration
+
+ENDINGS = ("node_fail", "preempted", "timeout_saved", "timeout_unsaved", "out_of_memory",
+           "failed_fast", "failed", "cancelled_by_owner", "cancelled_by_other", "unknown")
+DEFAULT_RESUBMIT_ON = ("node_fail", "preempted", "timeout_saved", "failed", "unknown")
+DEFAULT_FAIL_FAST = 600.0
 
 
 @dataclass(frozen=True)
@@ -19,37 +40,90 @@ class ResubmitPolicy:
     limit: int
     window: float
     kill_switch: Path
+    resubmit_on: frozenset[str] = frozenset(DEFAULT_RESUBMIT_ON)
+    fail_fast: float = DEFAULT_FAIL_FAST
+    checkpoints_known: bool = False
+    """A checkpoint folder is configured, so "saved during this run" can be told."""
 
 
 @dataclass(frozen=True)
 class Decision:
     allowed: bool
     why: str
+    """A sentence for the alert: "Not resubmitted: ..." or "1st of at most 3 in 6 h 00 min"."""
     recent: tuple[float, ...]
+    exclude: tuple[str, ...] = ()
+    key: str = ""
+    """The ending key of the policy table that decided."""
+
+
+def ending_key(ending: e.Ending | None, policy: ResubmitPolicy, last_resubmit: float | None) -> str:
+    """Which row of the policy table this ending falls in ("completed" is not a row)."""
+    if ending is None or not ending.known:
+        return "unknown"
+    f = ending.facts
+    if ending.kind == e.TIMEOUT:
+        return "timeout_saved" if ending.saved_during_run(last_resubmit) else "timeout_unsaved"
+    if ending.kind == e.FAILED:
+        return "failed_fast" if f.start is not None and f.elapsed < policy.fail_fast else "failed"
+    if ending.kind == e.CANCELLED:
+        return "cancelled_by_other" if f.by_owner is False else "cancelled_by_owner"
+    return ending.kind
+
+
+def _why_not(key: str, ending: e.Ending | None, policy: ResubmitPolicy) -> str:
+    if key == "out_of_memory":
+        return "the same request would fail again; raise --mem"
+    if key == "failed_fast":
+        return (f"it failed within {humanize.duration(policy.fail_fast)} of its start (fail_fast): "
+                "more likely a bug or a bad input, which a resubmit would only repeat")
+    if key == "timeout_unsaved":
+        if not policy.checkpoints_known:
+            return ("it cannot be told whether it saved progress (set `checkpoints` to the "
+                    "training's checkpoint folder)")
+        return "no checkpoint was saved during this run, so it would redo the same work"
+    if key == "cancelled_by_owner":
+        return "it was cancelled by its owner"
+    if key == "cancelled_by_other":
+        by = ending.facts.cancelled_by if ending is not None else None
+        return f"it was cancelled by {by or 'someone'}, not its owner"
+    return f"`resubmit_on` does not include {key}"
 
 
 def decide(policy: ResubmitPolicy, history: Sequence[float], now: float, kill_switch_exists: bool,
-           last_state: str | None) -> Decision:
+           ending: e.Ending | None, last_resubmit: float | None = None) -> Decision:
     recent = tuple(t for t in history if now - t < policy.window)
+    key = "completed" if ending is not None and ending.kind == e.COMPLETED else \
+        ending_key(ending, policy, last_resubmit)
     if kill_switch_exists:
-        return Decision(False, f"not resubmitted: kill switch {policy.kill_switch} exists", recent)
-    if last_state == "COMPLETED":
-        return Decision(False, "not resubmitted: the last run completed successfully", recent)
+        return Decision(False, f"Not resubmitted: kill switch {policy.kill_switch} exists", recent,
+                        key=key)
+    if key == "completed":
+        return Decision(False, "Not resubmitted: the last run completed successfully", recent, key=key)
+    if key not in policy.resubmit_on:
+        return Decision(False, f"Not resubmitted: {_why_not(key, ending, policy)}", recent, key=key)
     if len(recent) >= policy.limit:
-        return Decision(False, f"not resubmitted: crash loop ({len(recent)} resubmits in the last "
-                               f"{format_duration(policy.window)}, limit {policy.limit})", recent)
-    return Decision(True, f"resubmit {len(recent) + 1} of {policy.limit} allowed in "
-                          f"{format_duration(policy.window)}", recent)
+        return Decision(False, f"Not resubmitted: crash loop ({len(recent)} resubmits in the last "
+                               f"{humanize.duration(policy.window)}, limit {policy.limit})", recent,
+                        key=key)
+    exclude = tuple(n for n, _ in ending.failed_nodes) if ending is not None else ()
+    if key == "node_fail" and not exclude and ending is not None and ending.facts.nnodes == 1:
+        exclude = (ending.facts.nodelist,)  # the one node it ran on, back or not
+    return Decision(True, f"{humanize.ordinal(len(recent) + 1)} of at most {policy.limit} in "
+                          f"{humanize.duration(policy.window)}", recent, exclude, key)
 
 
 def submit(script: Path, job_name: str | None, cluster: str | None, timeout: float,
-           env: Mapping[str, str] | None, runner: SlurmRunner) -> str:
+           env: Mapping[str, str] | None, runner: SlurmRunner, exclude: Sequence[str] = ()) -> str:
     """sbatch the script from its own folder (its relative paths mean what they meant when
-    a person submitted it), under the watched name so the next tick finds it."""
+    a person submitted it), under the watched name so the next tick finds it, avoiding the
+    nodes that failed it."""
     argv = ["sbatch", "--parsable", f"--chdir={script.parent}"]
     if job_name:
         argv.append(f"--job-name={job_name}")
     if cluster:
         argv.append(f"--clusters={cluster}")
+    if exclude:
+        argv.append(f"--exclude={','.join(exclude)}")
     reply = runner([*argv, str(script)], timeout=timeout, env=env)
     return reply.stdout.strip().split(";")[0]

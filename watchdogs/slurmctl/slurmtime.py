@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
+from watchdogs import humanize
+
 _NO_TIME = ("", "N/A", "Unknown", "None", "(null)", "0")
 _ELAPSED = re.compile(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)(?:\.\d+)?")
 
@@ -35,10 +37,7 @@ def parse_elapsed(text: str) -> float:
 
 
 def format_clock(moment: datetime, now: datetime) -> str:
-    """"14:05" today, "Tue 14:05" within a week, else "2026-11-30 14:05" (local time)."""
-    local, today = aware(moment).astimezone(), aware(now).astimezone()
-    if local.date() == today.date():
-        return local.strftime("%H:%M")
-    if abs((local.date() - today.date()).days) < 7:
-        return local.strftime("%a %H:%M")
-    return local.strftime("%Y-%m-%d %H:%M")
+    """The date, the time and the zone ("2026-11-30 14:05 UTC"): an alert is read hours later
+    and elsewhere. `now` is kept for the callers' sake."""
+    del now
+    return humanize.moment(aware(moment))

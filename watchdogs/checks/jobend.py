@@ -1,0 +1,144 @@
+"""How the jobs of a tick's `job` checks ended: ONE `sacct` call per tick for every job
+check that needs it, shared like the squeue snapshot, and what each check makes of it.
+
+Each `job` check declares, before anyone asks, the job IDs it needs explained
+(`ended_job_ids`): jobs it saw alive last time that are gone now, and the last instance of
+a job that is gone. The first check to ask runs one `sacct -j <all of them>`; the others
+reuse the answer (a failure too, so a dead slurmdbd is asked once). An ending explained
+from accounting is final and kept in the state store, so a job that stays gone costs no
+further sacct calls. Where accounting is off, unreachable, slow or has not recorded the end
+yet, the explanation degrades to what the controller's rows say, and says so.
+"""
+from __future__ import annotations
+
+import pwd
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+from watchdogs.checks.context import TickContext
+from watchdogs.errors import SlurmError
+from watchdogs.slurmctl.backoff import guarded
+from watchdogs.slurmctl.ending import EndFacts, Ending, Progress, classify, explain
+from watchdogs.slurmctl.hostlist import expand
+from watchdogs.slurmctl.sacct import AcctRecord, run_sacct
+from watchdogs.slurmctl.sinfo import run_sinfo
+from watchdogs.slurmctl.snapshot import SLURM_TIMEOUT_S
+from watchdogs.slurmctl.squeue import JobRow
+
+# sacct is asked for at most this long: a slow slurmdbd degrades the words, never the tick.
+SACCT_TIMEOUT_S = 15.0
+KEEP_EXPLAINED = 10
+
+
+@dataclass(frozen=True)
+class AcctAnswer:
+    asked: frozenset[str]
+    records: Mapping[str, AcctRecord]
+
+
+def needed_ids(ctx: TickContext) -> list[str]:
+    """Every job ID the tick's checks want explained, in one list."""
+    ids: list[str] = []
+    for check in (*ctx.checks, *ctx.watchers):
+        wanted = getattr(check, "ended_job_ids", None)
+        if wanted is None:
+            continue
+        try:
+            ids.extend(i for i in wanted(ctx) if i not in ids)
+        except Exception:  # noqa: BLE001 - that check reports its own problem when it runs
+            continue
+    return ids
+
+
+def _fetch(ctx: TickContext, ids: Sequence[str]) -> AcctAnswer:
+    records = guarded(ctx.store, "sacct", ctx.now.timestamp(),
+                      lambda: run_sacct(ids, SACCT_TIMEOUT_S, ctx.slurm_env(), ctx.runner))
+    return AcctAnswer(frozenset(ids), records)
+
+
+def accounting(ctx: TickContext, ids: Sequence[str]) -> Mapping[str, AcctRecord]:
+    """The tick's one batched answer when it covers `ids`; else (a check run outside its
+    tick's list) one call of its own, still memoised. Raises SlurmError when sacct fails."""
+    if not ids:
+        return {}
+    answer = ctx.shared("sacct", lambda: _fetch(ctx, needed_ids(ctx)))
+    if set(ids) <= answer.asked:
+        return answer.records
+    return ctx.shared(f"sacct:{','.join(sorted(ids))}", lambda: _fetch(ctx, ids)).records
+
+
+def bad_nodes(ctx: TickContext) -> dict[str, str]:
+    """Nodes down or drained now, with their reason (the tick's one sinfo, shared with the
+    `nodes` checks); {} when sinfo cannot be asked."""
+    try:
+        rows = ctx.shared("sinfo", lambda: guarded(
+            ctx.store, "sinfo", ctx.now.timestamp(),
+            lambda: run_sinfo(SLURM_TIMEOUT_S, ctx.slurm_env(), ctx.runner)))
+    except SlurmError:
+        return {}
+    return {r.name: r.reason or r.state for r in rows if r.bad}
+
+
+def user_names(uids: Iterable[int | None]) -> dict[int, str]:
+    names = {}
+    for uid in {u for u in uids if u is not None}:
+        try:
+            names[uid] = pwd.getpwuid(uid).pw_name
+        except KeyError:
+            names[uid] = f"uid {uid}"
+    return names
+
+
+def end_facts(ctx: TickContext, job_id: str, row: JobRow | None, name: str) -> EndFacts:
+    """Accounting's record when it has the end; else the controller's row; else unknown.
+    The tick's one batched answer serves when it asked about `job_id` (it does for every
+    job a check declared in `ended_job_ids`)."""
+    try:
+        records = accounting(ctx, [job_id])
+        problem = ""
+    except SlurmError as exc:
+        records, problem = {}, f"did not answer ({exc})"
+    record = records.get(job_id)
+    if record is not None and record.finished:
+        return EndFacts.from_sacct(record, user_names([record.cancelled_by]))
+    if not problem:
+        problem = "has not recorded its end yet" if record is not None else "has no record of it"
+    if row is not None and row.finished:
+        return EndFacts.from_squeue(row, problem)
+    return EndFacts.unknown(job_id, name, f"accounting {problem}, and the controller no longer "
+                                          "remembers the job")
+
+
+def explain_end(ctx: TickContext, facts: EndFacts, progress: Progress) -> Ending:
+    kind_needs_nodes = classify(facts) == "node_fail"
+    nodes = expand(facts.nodelist) if facts.nodelist else []
+    return explain(facts, bad_nodes(ctx) if kind_needs_nodes else {}, nodes, progress)
+
+
+# -- the explained endings a check keeps (final ones only: from accounting) ------------------
+
+def to_json(ending: Ending, tail: Mapping[str, Any] | None) -> dict[str, Any]:
+    facts = {k: (v.timestamp() if isinstance(v, datetime) else v) for k, v in asdict(ending.facts).items()}
+    return {"facts": facts, "kind": ending.kind, "failed_nodes": [list(x) for x in ending.failed_nodes],
+            "progress": asdict(ending.progress), "tail": dict(tail) if tail else None}
+
+
+def from_json(data: Mapping[str, Any]) -> tuple[Ending, dict[str, Any] | None]:
+    raw = dict(data["facts"])
+    for key in ("start", "end"):
+        if raw.get(key) is not None:
+            raw[key] = datetime.fromtimestamp(raw[key]).astimezone()
+    raw["earlier"] = tuple(raw.get("earlier") or ())
+    ending = Ending(EndFacts(**raw), data["kind"],
+                    tuple((str(n), str(r)) for n, r in data.get("failed_nodes", [])),
+                    Progress(**data.get("progress", {})))
+    return ending, data.get("tail")
+
+
+def keep(explained: Mapping[str, Any], job_id: str, entry: Mapping[str, Any]) -> dict[str, Any]:
+    """The newest KEEP_EXPLAINED explained endings, by job ID."""
+    merged = {**explained, job_id: dict(entry)}
+    newest = sorted(merged, key=lambda i: int(i) if i.isdigit() else 0)[-KEEP_EXPLAINED:]
+    return {i: merged[i] for i in newest}
