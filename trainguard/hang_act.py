@@ -18,6 +18,7 @@ import contextlib
 import logging
 import os
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -30,6 +31,8 @@ from trainguard.config import hang_limits
 from trainguard.hang import HangWatch, Stall
 from trainguard.hang_record import (
     HangCount,
+    HangEvent,
+    append_event,
     chain_end_message,
     chain_ends,
     describe,
@@ -79,17 +82,24 @@ def respond(guard: Guard, stall: Stall) -> bool:
     log.error("trainguard: HANG: no progress for %.1f s in phase %s after step %d (budget %.1f s); "
               "stuck in %s; %s%s", stall.stalled_for, stall.phase, stall.step, stall.budget, where,
               what, count_note)
-    native = _write_report(guard, report, stall, frames, checkpoint, f"{what}{count_note}")
+    _write_report(guard, report, stall, frames, checkpoint, f"{what}{count_note}")
     _mark_hung(guard, stall, frames, report)
     if ends and count is not None and cfg.checkpoint_dir is not None:
         log.error("%s", chain_end_message(count, cfg.checkpoint_dir))
     if not action.stop:
         return True
     time.sleep(cfg.hang_grace)
-    _name_first_to_stop(guard, report, native)
+    first, frozen = _name_first_to_stop(guard, report)
+    _log_event(guard, HangEvent(time.time(), guard.job.job_id, guard.job.restart_count, guard.rank,
+                                socket.gethostname(), stall.step, stall.phase, round(stall.stalled_for, 1),
+                                frames, str(report or ""), checkpoint, count.hangs if count else 0,
+                                first, what))
     if action.requeue and cfg.self_requeue and guard.rank == 0 and not ends:
         guard._request_requeue()
-    _exit(guard, code)
+    _write_exit(guard, code)
+    if frozen:
+        _end_job_step(frozen)
+    _exit(code)
     return False
 
 
@@ -170,23 +180,54 @@ def _mark_hung(guard: Guard, stall: Stall, frames: tuple[str, ...], report: Path
         log.error("trainguard: cannot write the hung heartbeat in %s: %s", folder, exc)
 
 
-def _name_first_to_stop(guard: Guard, report: Path | None, native: str) -> None:
+def _name_first_to_stop(guard: Guard, report: Path | None) -> tuple[str, list[int]]:
+    """(the rank that stopped first, described; the peers of this job that are neither hung
+    nor done, i.e. frozen or dead) from the heartbeats, after the peers' grace."""
+    folder = guard.config.heartbeat_dir
+    if folder is None or guard.agreement is None:
+        return "", []
+    beats = [b for b in read_heartbeats(folder) if b.job_id == guard.job.job_id]
+    first = first_to_stop(beats)
+    if first is None:
+        return "", []
+    now = time.time()
+    frozen = [b.rank for b in beats if b.phase not in ("hung", "done") and b.rank != guard.rank]
+    line = ("first to stop (lowest step, then not reporting hung, then oldest heartbeat): "
+            f"{describe(first, now)}")
+    log.error("trainguard: %s", line)
+    if report is not None:
+        with contextlib.suppress(OSError), report.open("a") as out:
+            out.write(f"\n{line}\n" + "".join(f"  {describe(b, now)}\n" for b in beats))
+    return describe(first, now), frozen
+
+
+def _log_event(guard: Guard, event: HangEvent) -> None:
     folder = guard.config.heartbeat_dir
     if folder is None:
         return
-    beats = read_heartbeats(folder)
-    first = first_to_stop(beats) if len(beats) > 1 else None
-    if first is None:
+    try:
+        append_event(folder, event)
+    except OSError as exc:
+        log.error("trainguard: cannot append to the hang log in %s: %s", folder, exc)
+
+
+def _end_job_step(frozen: list[int]) -> None:
+    # A frozen rank (SIGSTOP, a dead node, D state) never exits, and the job step (srun)
+    # waits for it forever: the job would never be requeued. Ending the step is the only
+    # way out; the batch script reads the real exit code from TRAINGUARD_EXIT_FILE.
+    job, step = os.environ.get("SLURM_JOB_ID"), os.environ.get("SLURM_STEP_ID")
+    if not job or step is None:
         return
-    line = f"first to stop (lowest step, then not reporting hung, then oldest heartbeat): " \
-           f"{describe(first, time.time())}"
-    log.error("trainguard: %s", line)
-    if report is not None:
-        try:
-            with report.open("a") as out:
-                out.write(f"\n{line}\n" + "".join(f"  {describe(b, time.time())}\n" for b in beats))
-        except OSError:
-            pass
+    log.error("trainguard: rank(s) %s neither progress nor report the hang: ending job step %s.%s",
+              ",".join(map(str, frozen)), job, step)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    try:
+        subprocess.run(["scancel", "--signal=KILL", f"{job}.{step}"], timeout=10, check=False,
+                       capture_output=True)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        log.error("trainguard: scancel of the job step failed: %s", exc)
 
 
 def _arm_backstop(after: float, code: int) -> None:
@@ -197,10 +238,13 @@ def _arm_backstop(after: float, code: int) -> None:
     timer.start()
 
 
-def _exit(guard: Guard, code: int) -> None:
+def _write_exit(guard: Guard, code: int) -> None:
     if guard.config.exit_file is not None:
         # Any rank: the rank that writes it normally (rank 0) may be the one that is stuck.
         write_exit_file(guard.config.exit_file, code)
+
+
+def _exit(code: int) -> None:
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):

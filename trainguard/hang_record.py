@@ -16,8 +16,9 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from trainguard.heartbeat import Heartbeat
 
@@ -81,3 +82,57 @@ def describe(beat: Heartbeat, now: float) -> str:
     state = (f"hung in {beat.frames[0]}" if beat.phase == "hung" and beat.frames
              else f"{beat.phase}, last heartbeat {now - beat.time:.0f} s ago")
     return f"{where} at step {beat.step}: {state}"
+
+
+# ---- the hang log: one JSON line per rank per hang, read by the cluster-side log_stale ----
+EVENTS_FILE = "hangs.jsonl"
+
+
+@dataclass(frozen=True)
+class HangEvent:
+    """What one rank saw when it found the training hung (after the grace, so that it can
+    name the rank that stopped first from its peers' heartbeats)."""
+
+    time: float
+    job_id: str
+    restart: int
+    rank: int
+    host: str
+    step: int                  # the last step this rank completed
+    phase: str
+    stalled_for: float
+    frames: tuple[str, ...]
+    report: str
+    checkpoint: int            # the step the next run resumes from (-1: none)
+    hangs: int                 # hangs of this chain without a new checkpoint, this one included
+    first_to_stop: str         # describe() of the rank that stopped first ("" if unknown)
+    action: str
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> HangEvent:
+        return cls(float(d["time"]), str(d["job_id"]), int(d["restart"]), int(d["rank"]), str(d["host"]),
+                   int(d["step"]), str(d["phase"]), float(d["stalled_for"]),
+                   tuple(str(f) for f in d.get("frames", ())), str(d.get("report", "")),
+                   int(d.get("checkpoint", -1)), int(d.get("hangs", 0)),
+                   str(d.get("first_to_stop", "")), str(d.get("action", "")))
+
+
+def append_event(directory: Path, event: HangEvent) -> None:
+    # One short line in one write() with O_APPEND: lines of several ranks never interleave.
+    line = (json.dumps(asdict(event)) + "\n").encode()
+    fd = os.open(Path(directory) / EVENTS_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+def parse_events(text: str) -> list[HangEvent]:
+    """Every whole, readable line of (the tail of) a hang log; the rest is skipped."""
+    events = []
+    for line in text.splitlines():
+        try:
+            events.append(HangEvent.from_dict(json.loads(line)))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            continue
+    return events
