@@ -18,7 +18,9 @@ import traceback
 from pathlib import Path
 from typing import TextIO
 
-PYSPY_TIMEOUT_S = 20.0
+# py-spy attaches with ptrace, which waits for a thread in uninterruptible sleep (a read
+# on a hung mount) forever: the Python stacks above are then all there is.
+PYSPY_TIMEOUT_S = 5.0
 TOP_FRAMES = 3
 
 
@@ -57,7 +59,11 @@ def write_native_stacks(out: TextIO, timeout: float = PYSPY_TIMEOUT_S) -> str:
     allow_tracing_by_children()
     try:
         proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
+    except subprocess.TimeoutExpired:
+        out.write(f"\n(py-spy could not attach within {timeout:g} s: a thread is probably in "
+                  "uninterruptible sleep, e.g. I/O on a hung mount; see the Python stacks above)\n")
+        return "py-spy timed out"
+    except OSError as exc:
         out.write(f"\n(py-spy failed: {exc})\n")
         return f"py-spy failed: {exc}"
     out.write(f"\n--- py-spy dump --native --pid {os.getpid()} (exit {proc.returncode}) ---\n")
