@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -41,7 +40,7 @@ from trainguard.hang_record import (
     read_count,
     write_count,
 )
-from trainguard.heartbeat import read_heartbeats, write_heartbeat
+from trainguard.heartbeat import node_name, read_heartbeats, write_heartbeat
 from trainguard.lifecycle import write_exit_file
 
 if TYPE_CHECKING:
@@ -91,7 +90,7 @@ def respond(guard: Guard, stall: Stall) -> bool:
     time.sleep(cfg.hang_grace)
     first, frozen = _name_first_to_stop(guard, report)
     _log_event(guard, HangEvent(time.time(), guard.job.job_id, guard.job.restart_count, guard.rank,
-                                socket.gethostname(), stall.step, stall.phase, round(stall.stalled_for, 1),
+                                node_name(), stall.step, stall.phase, round(stall.stalled_for, 1),
                                 frames, str(report or ""), checkpoint, count.hangs if count else 0,
                                 first, what))
     if action.requeue and cfg.self_requeue and guard.rank == 0 and not ends:
@@ -146,7 +145,7 @@ def _write_report(guard: Guard, path: Path | None, stall: Stall, frames: tuple[s
     header = "\n".join([
         "trainguard hang report",
         f"job {job.label or '(not in SLURM)'}, restart {job.restart_count}, rank {guard.rank} of "
-        f"{world}, host {socket.gethostname()}, pid {os.getpid()}",
+        f"{world}, host {node_name()}, pid {os.getpid()}",
         f"detected {time.strftime('%Y-%m-%dT%H:%M:%S')}: no progress for {stall.stalled_for:.1f} s "
         f"in phase {stall.phase} (budget {stall.budget:.1f} s)",
         f"last completed step {stall.step}; newest checkpoint step {checkpoint}",

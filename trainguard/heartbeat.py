@@ -51,6 +51,11 @@ class Heartbeat:
                    tuple(str(f) for f in data.get("frames", ())), str(data.get("report", "")))
 
 
+def node_name() -> str:
+    """The Slurm node this rank runs on (what squeue and the user see), else the hostname."""
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+
+
 def heartbeat_path(directory: Path, rank: int) -> Path:
     return Path(directory) / f"rank-{rank}.json"
 
@@ -59,7 +64,7 @@ def write_heartbeat(directory: Path, rank: int, step: int, phase: str,
                     now: float | None = None, job_id: str = "", problem: str = "",
                     stalled_for: float = 0.0, frames: tuple[str, ...] = (), report: str = "") -> Heartbeat:
     record = Heartbeat(rank, step, phase, time.time() if now is None else now, os.getpid(),
-                       socket.gethostname(), job_id or os.environ.get("SLURM_JOB_ID", ""), problem,
+                       node_name(), job_id or os.environ.get("SLURM_JOB_ID", ""), problem,
                        stalled_for, frames, report)
     target = heartbeat_path(directory, rank)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
