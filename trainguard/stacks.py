@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import threading
 import traceback
 from pathlib import Path
@@ -25,13 +26,21 @@ TOP_FRAMES = 3
 
 
 def main_thread_frames(limit: int = TOP_FRAMES) -> tuple[str, ...]:
-    """The main thread's innermost frames, innermost first: "all_reduce (distributed_c10d.py:2806)"."""
+    """The main thread's innermost frame, then the training's own innermost frames
+    (library frames skipped), innermost first:
+    ("_engine_run_backward (graph.py:979)", "train_step (train.py:108)", "main (train.py:167)")."""
     frame = sys._current_frames().get(threading.main_thread().ident or -1)
     if frame is None:
         return ()
-    summary = traceback.extract_stack(frame)
-    shown = [f"{f.name} ({Path(f.filename).name}:{f.lineno})" for f in reversed(summary)]
-    return tuple(shown[:limit])
+    summary = list(reversed(traceback.extract_stack(frame)))
+    own = [f for f in summary[1:] if not _is_library(f.filename)]
+    return tuple(f"{f.name} ({Path(f.filename).name}:{f.lineno})" for f in [summary[0], *own][:limit])
+
+
+def _is_library(filename: str) -> bool:
+    # Installed packages and the standard library: not where the training's author looks.
+    stdlib = sysconfig.get_paths()["stdlib"]
+    return "-packages" + os.sep in filename or filename.startswith((stdlib, "<"))
 
 
 def write_python_stacks(out: TextIO) -> None:
