@@ -118,7 +118,7 @@ def allowed(limit: float, since: float, deadline: float, reserve: float, base: f
     if math.isinf(deadline):
         return limit
     left = deadline - reserve - since
-    minimum = min(limit, max(1.0, 2 * base) if base is not None else limit)
+    minimum = min(limit, max(1.0, 2 * (base or 0.0)))
     return min(limit, max(left, minimum))
 
 
@@ -135,7 +135,7 @@ class HangWatch:
         self._progress, self._deadline, self._on_hang, self._clock = progress, deadline, on_hang, clock
         self._phase: tuple[str, float, int] = ("start", clock(), 0)
         self._seen_phase = 0
-        self._reported_since: float | None = None
+        self._reported: tuple[int, float] | None = None   # (phase generation, stall start)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -179,7 +179,7 @@ class HangWatch:
         else:
             since, limit = entered, self.limits.for_phase(phase)
         limit = allowed(limit, since, self._deadline(), self.limits.reserve, self.budget.base)
-        if now - since <= limit or self._reported_since == since:
+        if now - since <= limit or self._reported == (generation, since):
             return None
-        self._reported_since = since
+        self._reported = (generation, since)
         return Stall(phase, step, now - since, limit)

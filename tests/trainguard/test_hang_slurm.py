@@ -15,6 +15,7 @@ import pytest
 
 from tests.helpers import wait_for
 from tests.trainguard.support import REQUEUE_SCRIPT, Cluster, read_steps, wait_for_step
+from trainguard.heartbeat import Heartbeat
 
 pytestmark = pytest.mark.slurm
 SUBJECT = Path(__file__).with_name("hang_subject.py")
@@ -24,10 +25,15 @@ HANG_ENV = {"TRAINGUARD_HANG_FLOOR": "2", "TRAINGUARD_HANG_CEILING": "30",
 TRAIN = ("--steps", "260", "--step-sleep", "0.03", "--save-every", "25")
 
 
-def heartbeat(run: Path, rank: int, job: str) -> dict[str, object]:
+def heartbeat(run: Path, rank: int, job: str) -> Heartbeat:
     path = run / "heartbeat" / f"rank-{rank}.json"
-    return wait_for(lambda: path.exists() and (r := json.loads(path.read_text()))["job_id"] == job
-                    and r, 60, 0.2, f"rank {rank}'s heartbeat")
+
+    def mine() -> Heartbeat | None:
+        beat = Heartbeat.from_dict(json.loads(path.read_text())) if path.exists() else None
+        return beat if beat is not None and beat.job_id == job else None
+    found = wait_for(mine, 60, 0.2, f"rank {rank}'s heartbeat")
+    assert found is not None
+    return found
 
 
 def watchdog_config(folder: Path, job_name: str, heartbeats: Path) -> Path:
@@ -54,7 +60,7 @@ def test_a_frozen_rank_is_found_by_its_peer_the_job_resumes_identical_and_the_al
                          sbatch_args=("-N", "2", "-n", "2", "-J", name, "-o", str(out)), env=env)
     wait_for_step(steps, 60)
     frozen = heartbeat(run, 1, job)
-    os.kill(int(frozen["pid"]), signal.SIGSTOP)       # rank 1 freezes: rank 0 hangs in the collective
+    os.kill(frozen.pid, signal.SIGSTOP)       # rank 1 freezes: rank 0 hangs in the collective
     cluster.release_when_requeued(job, 1)
     report = (run / "heartbeat" / f"hang-{job}-restart0-rank0.txt").read_text()
     assert re.search(r"no progress for [\d.]+ s in phase train \(budget 2\.0 s\)", report), report[:600]
@@ -62,14 +68,14 @@ def test_a_frozen_rank_is_found_by_its_peer_the_job_resumes_identical_and_the_al
     assert "train_step (train_tiny.py:" in report
     assert re.search(r"c10d::Reducer::finalize_backward|all_?reduce", report), report
     assert f"first to stop (lowest step, then not reporting hung, then oldest heartbeat): rank 1 " \
-           f"({frozen['host']})" in report
+           f"({frozen.host})" in report
     # The alert, from the watchdog's tick while the requeued run trains.
     wait_for_step(steps, read_steps(steps)[-1] + 5)
     config = watchdog_config(tmp_path, name, run / "heartbeat")
     tick = subprocess.run([sys.executable, "-m", "watchdogs", "--config", str(config), "run", "--once"],
                           capture_output=True, text=True, timeout=60)
     alert = (tmp_path / "alerts.log").read_text()
-    assert f"first to stop: rank 1 ({frozen['host']})" in alert, (alert, tick.stdout, tick.stderr)
+    assert f"first to stop: rank 1 ({frozen.host})" in alert, (alert, tick.stdout, tick.stderr)
     assert re.search(r"rank 0 \(node\d\) stuck in \S+", alert) and "1st hang in 24 h" in alert
     cluster.wait_state(job, ("COMPLETED",), timeout=120)
     cluster.wait_state(ref, ("COMPLETED",), timeout=60)
