@@ -64,8 +64,10 @@ def respond(guard: Guard, stall: Stall) -> bool:
     cfg = guard.config
     action = cfg.policy.action(Cause.HANG)
     code = action.exit_code
+    detected = time.monotonic()
     if action.stop:
         _arm_backstop(cfg.hang_grace + BACKSTOP_S, code)
+    native = stacks.NativeDump() if cfg.hang_native_stacks else None   # runs while we write
     frames = stacks.main_thread_frames()
     report = report_path(guard)
     checkpoint = newest_checkpoint_step(guard)
@@ -81,13 +83,15 @@ def respond(guard: Guard, stall: Stall) -> bool:
     log.error("trainguard: HANG: no progress for %.1f s in phase %s after step %d (budget %.1f s); "
               "stuck in %s; %s%s", stall.stalled_for, stall.phase, stall.step, stall.budget, where,
               what, count_note)
-    _write_report(guard, report, stall, frames, checkpoint, f"{what}{count_note}")
+    report = _write_report(guard, report, stall, frames, checkpoint, f"{what}{count_note}")
     _mark_hung(guard, stall, frames, report)
+    if native is not None:
+        frames = _add_native(guard, stall, native, report) or frames
     if ends and count is not None and cfg.checkpoint_dir is not None:
         log.error("%s", chain_end_message(count, cfg.checkpoint_dir))
     if not action.stop:
         return True
-    time.sleep(cfg.hang_grace)
+    time.sleep(max(0.0, cfg.hang_grace - (time.monotonic() - detected)))
     first, frozen = _name_first_to_stop(guard, report)
     _log_event(guard, HangEvent(time.time(), guard.job.job_id, guard.job.restart_count, guard.rank,
                                 node_name(), stall.step, stall.phase, round(stall.stalled_for, 1),
@@ -139,7 +143,8 @@ def _count(guard: Guard, checkpoint: int) -> HangCount | None:
 
 
 def _write_report(guard: Guard, path: Path | None, stall: Stall, frames: tuple[str, ...],
-                  checkpoint: int, action: str) -> str:
+                  checkpoint: int, action: str) -> Path | None:
+    """The report's header and Python stacks; its path, or None when it went to stderr."""
     job = guard.job
     world = guard.agreement.world if guard.agreement is not None else 1
     header = "\n".join([
@@ -155,16 +160,33 @@ def _write_report(guard: Guard, path: Path | None, stall: Stall, frames: tuple[s
     if path is None:
         sys.stderr.write(header + "\n")
         stacks.write_python_stacks(sys.stderr)
-        return ""
+        return None
     try:
-        status = stacks.write_report(path, header, guard.config.hang_native_stacks)
+        stacks.write_report(path, header)
     except OSError as exc:
         log.error("trainguard: cannot write the hang report %s: %s; stacks to stderr", path, exc)
         stacks.write_python_stacks(sys.stderr)
-        return ""
-    log.error("trainguard: hang report (all threads' stacks%s): %s",
-              ", native too" if status == "py-spy ok" else "", path)
-    return status
+        return None
+    log.error("trainguard: hang report (every thread's stack): %s", path)
+    return path
+
+
+def _add_native(guard: Guard, stall: Stall, native: stacks.NativeDump, report: Path | None
+                ) -> tuple[str, ...] | None:
+    """Wait for py-spy; its stacks go to the report, and where the main thread waits in
+    native code to the heartbeat. The new top frames, or None when py-spy says nothing."""
+    native.collect()
+    if report is not None:
+        with contextlib.suppress(OSError):
+            stacks.append_native(report, native)
+    else:
+        native.write(sys.stderr)
+    top = native.main_thread_top
+    if top is None:
+        return None
+    frames = stacks.main_thread_frames(top)
+    _mark_hung(guard, stall, frames, report)
+    return frames
 
 
 def _mark_hung(guard: Guard, stall: Stall, frames: tuple[str, ...], report: Path | None) -> None:

@@ -25,16 +25,20 @@ PYSPY_TIMEOUT_S = 5.0
 TOP_FRAMES = 3
 
 
-def main_thread_frames(limit: int = TOP_FRAMES) -> tuple[str, ...]:
-    """The main thread's innermost frame, then the training's own innermost frames
-    (library frames skipped), innermost first:
-    ("_engine_run_backward (graph.py:979)", "train_step (train.py:108)", "main (train.py:167)")."""
+def main_thread_frames(native_top: str | None = None, limit: int = TOP_FRAMES) -> tuple[str, ...]:
+    """Where the main thread is, innermost first: where it waits (`native_top`, from py-spy,
+    else the innermost Python frame when that is library code), then the training's own
+    frames: ("c10d::Reducer::finalize_backward (libtorch_cpu.so)", "train_step (train.py:108)")."""
     frame = sys._current_frames().get(threading.main_thread().ident or -1)
     if frame is None:
-        return ()
+        return (native_top,) if native_top else ()
     summary = list(reversed(traceback.extract_stack(frame)))
-    own = [f for f in summary[1:] if not _is_library(f.filename)]
-    return tuple(f"{f.name} ({Path(f.filename).name}:{f.lineno})" for f in [summary[0], *own][:limit])
+    own = [f"{f.name} ({Path(f.filename).name}:{f.lineno})" for f in summary if not _is_library(f.filename)]
+    innermost = summary[0]
+    head = ([native_top] if native_top else
+            [f"{innermost.name} ({Path(innermost.filename).name}:{innermost.lineno})"]
+            if _is_library(innermost.filename) else [])
+    return tuple([*head, *own][:limit])
 
 
 def _is_library(filename: str) -> bool:
@@ -59,28 +63,57 @@ def _beside_python(name: str) -> str | None:
     return str(candidate) if candidate.exists() else None
 
 
-def write_native_stacks(out: TextIO, timeout: float = PYSPY_TIMEOUT_S) -> str:
-    """`py-spy dump --native` of this process appended to `out`; returns a one-line status."""
-    command = pyspy_command()
-    if command is None:
-        out.write("\n(py-spy is not installed: no native stacks; pip install 'slurm-watchdogs[hang]')\n")
-        return "py-spy not installed"
-    allow_tracing_by_children()
-    try:
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        out.write(f"\n(py-spy could not attach within {timeout:g} s: a thread is probably in "
-                  "uninterruptible sleep, e.g. I/O on a hung mount; see the Python stacks above)\n")
-        return "py-spy timed out"
-    except OSError as exc:
-        out.write(f"\n(py-spy failed: {exc})\n")
-        return f"py-spy failed: {exc}"
-    out.write(f"\n--- py-spy dump --native --pid {os.getpid()} (exit {proc.returncode}) ---\n")
-    out.write(proc.stdout)
-    if proc.returncode != 0:
-        out.write(proc.stderr)
-        return f"py-spy exit {proc.returncode}"
-    return "py-spy ok"
+class NativeDump:
+    """`py-spy dump --native` of this process, started at once and collected later, so
+    that it runs while the Python stacks are written and the grace passes."""
+
+    def __init__(self) -> None:
+        self.text, self.status = "", ""
+        self._proc: subprocess.Popen[str] | None = None
+        command = pyspy_command()
+        if command is None:
+            self.status = "py-spy is not installed: no native stacks; pip install 'slurm-watchdogs[hang]'"
+            return
+        allow_tracing_by_children()
+        try:
+            self._proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        except OSError as exc:
+            self.status = f"py-spy failed: {exc}"
+
+    def collect(self, timeout: float = PYSPY_TIMEOUT_S) -> None:
+        if self._proc is None:
+            return
+        try:
+            out, err = self._proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.communicate()
+            self.status = (f"py-spy could not attach within {timeout:g} s: a thread is probably in "
+                           "uninterruptible sleep, e.g. I/O on a hung mount; see the Python stacks above")
+            return
+        self.text = out + (err if self._proc.returncode else "")
+        self.status = "ok" if self._proc.returncode == 0 else f"py-spy exit {self._proc.returncode}"
+
+    def write(self, out: TextIO) -> None:
+        if self.status == "ok":
+            out.write(f"\n--- py-spy dump --native --pid {os.getpid()} ---\n{self.text}")
+        else:
+            out.write(f"\n({self.status})\n{self.text}")
+
+    @property
+    def main_thread_top(self) -> str | None:
+        """The innermost named C/C++ frame of the main thread, where it waits:
+        "c10d::Reducer::finalize_backward (libtorch_cpu.so)"."""
+        block = self.text.split('"MainThread"', 1)
+        if len(block) < 2:
+            return None
+        for line in block[1].splitlines()[1:]:
+            frame = line.strip()
+            if not frame or frame.startswith("Thread "):
+                return None
+            if "::" in frame and not frame.startswith("std::"):
+                return frame
+        return None
 
 
 def allow_tracing_by_children() -> None:
@@ -97,11 +130,14 @@ def allow_tracing_by_children() -> None:
         return
 
 
-def write_report(path: Path, header: str, native: bool) -> str:
-    """The hang report: `header`, every thread's Python stack, then the native stacks.
-    Returns the py-spy status ("" when native stacks were not asked for)."""
+def write_report(path: Path, header: str) -> None:
+    """The hang report: `header`, then every thread's Python stack."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w") as out:
         out.write(header.rstrip("\n") + "\n\n--- Python stacks (faulthandler, most recent call first) ---\n")
         write_python_stacks(out)
-        return write_native_stacks(out) if native else ""
+
+
+def append_native(path: Path, native: NativeDump) -> None:
+    with path.open("a") as out:
+        native.write(out)
