@@ -54,6 +54,21 @@ def wait(what: str, predicate: Callable[[], object], timeout: float = 120.0, eve
     raise TimeoutError(what)
 
 
+def watch_all(conditions: dict[str, Callable[[], bool]], timeout: float = 120.0) -> dict[str, float]:
+    """When each condition first held, all polled in one loop (none waits for another)."""
+    seen: dict[str, float] = {}
+    deadline = time.monotonic() + timeout
+    while len(seen) < len(conditions) and time.monotonic() < deadline:
+        for name, holds in conditions.items():
+            if name not in seen and holds():
+                seen[name] = time.monotonic()
+        time.sleep(0.05)
+    missing = set(conditions) - set(seen)
+    if missing:
+        raise TimeoutError(", ".join(sorted(missing)))
+    return seen
+
+
 def config(root: Path, name: str) -> Path:
     path = root / "watchdogs.toml"
     path.write_text(f'[scheduler]\nstate_dir = "state"\ntick = "1s"\njob_name = "bench-{name}"\n'
@@ -81,12 +96,12 @@ def sample(root: Path, index: int) -> tuple[float, float, float]:
         beat = json.loads((run / "heartbeat" / "rank-1.json").read_text())
         os.kill(int(beat["pid"]), 19)           # SIGSTOP
         stopped = time.monotonic()
-        out = root / "out.log"
-        detected = wait("HANG line", lambda: "HANG: no progress" in out.read_text())
-        exited = wait("job not running", lambda: state(job) != "RUNNING")
-        alerts = root / "alerts.log"
-        alerted = wait("alert", lambda: alerts.exists() and "first to stop: rank 1" in alerts.read_text())
-        return detected - stopped, exited - stopped, alerted - stopped
+        out, alerts = root / "out.log", root / "alerts.log"
+        events = watch_all({
+            "detect": lambda: "HANG: no progress" in out.read_text(),
+            "exit": lambda: state(job) != "RUNNING",
+            "alert": lambda: alerts.exists() and "first to stop: rank 1" in alerts.read_text()})
+        return events["detect"] - stopped, events["exit"] - stopped, events["alert"] - stopped
     finally:
         scheduler.terminate()
         scheduler.wait(timeout=30)
