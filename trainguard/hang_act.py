@@ -236,8 +236,10 @@ def _end_job_step(frozen: list[int]) -> None:
     # A frozen rank (SIGSTOP, a dead node, D state) never exits, and the job step (srun)
     # waits for it forever: the job would never be requeued. Ending the step is the only
     # way out; the batch script reads the real exit code from TRAINGUARD_EXIT_FILE.
-    job, step = os.environ.get("SLURM_JOB_ID"), os.environ.get("SLURM_STEP_ID")
-    if not job or step is None:
+    job, step = os.environ.get("SLURM_JOB_ID"), os.environ.get("SLURM_STEP_ID", "")
+    # Only a real srun step: never the batch (or extern) step, which holds the batch script
+    # that must requeue the job (some Slurm versions set their ids, 4294967290 and up).
+    if not job or not step.isdigit() or int(step) >= 4294967290:
         return
     log.error("trainguard: rank(s) %s neither progress nor report the hang: ending job step %s.%s",
               ",".join(map(str, frozen)), job, step)

@@ -19,9 +19,10 @@ import traceback
 from pathlib import Path
 from typing import TextIO
 
-# py-spy attaches with ptrace, which waits for a thread in uninterruptible sleep (a read
-# on a hung mount) forever: the Python stacks above are then all there is.
-PYSPY_TIMEOUT_S = 5.0
+# py-spy attaches with ptrace, which waits forever for a thread in uninterruptible sleep
+# (a read on a hung mount): it is not started then, and bounded in any case. Loading the
+# symbols of a large native library (libtorch) takes seconds on a busy node.
+PYSPY_TIMEOUT_S = 20.0
 TOP_FRAMES = 3
 
 
@@ -74,6 +75,12 @@ class NativeDump:
         if command is None:
             self.status = "py-spy is not installed: no native stacks; pip install 'slurm-watchdogs[hang]'"
             return
+        stuck = threads_in_uninterruptible_sleep()
+        if stuck:
+            self.status = (f"no native stacks: thread(s) {', '.join(stuck)} in uninterruptible sleep (D "
+                           "state, e.g. I/O on a hung mount), which py-spy cannot attach to; see the "
+                           "Python stacks above")
+            return
         allow_tracing_by_children()
         try:
             self._proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -114,6 +121,19 @@ class NativeDump:
             if "::" in frame and not frame.startswith("std::"):
                 return frame
         return None
+
+
+def threads_in_uninterruptible_sleep() -> list[str]:
+    """This process's threads in state D (Linux /proc; procfs never blocks on a hung mount)."""
+    stuck = []
+    for stat in Path("/proc/self/task").glob("*/stat"):
+        try:
+            state = stat.read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state == "D":
+            stuck.append(stat.parent.name)
+    return sorted(stuck)
 
 
 def allow_tracing_by_children() -> None:
