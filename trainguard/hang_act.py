@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from trainguard import stacks
 from trainguard.causes import EXIT_NO_PROGRESS, Cause
 from trainguard.config import hang_limits
+from trainguard.exits import ProcessExit, write_exit_file
 from trainguard.hang import HangWatch, Stall
 from trainguard.hang_record import (
     HangCount,
@@ -41,7 +42,6 @@ from trainguard.hang_record import (
     write_count,
 )
 from trainguard.heartbeat import node_name, read_heartbeats, write_heartbeat
-from trainguard.lifecycle import write_exit_file
 
 if TYPE_CHECKING:
     from trainguard.guard import Guard
@@ -98,7 +98,7 @@ def respond(guard: Guard, stall: Stall) -> bool:
                                 frames, str(report or ""), checkpoint, count.hangs if count else 0,
                                 first, what))
     if action.requeue and cfg.self_requeue and guard.rank == 0 and not ends:
-        guard._request_requeue()
+        ProcessExit.requeue(guard.job.job_id)
     _write_exit(guard, code)
     if frozen:
         _end_job_step(frozen)
@@ -117,7 +117,7 @@ def report_path(guard: Guard) -> Path | None:
 
 def newest_checkpoint_step(guard: Guard) -> int:
     """From memory (no file system access: the file system may be what hangs)."""
-    saved = getattr(guard, "_saved_step", None)
+    saved = guard.saver.saved_step
     resumed = guard.resumed.step if guard.resumed is not None else -1
     return max(resumed, saved if saved is not None else -1)
 
