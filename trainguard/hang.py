@@ -25,7 +25,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 Clock = Callable[[], float]
-UNWATCHED = ("start", "stopping", "done", "hung")
+FINAL = ("stopping", "done", "failed")   # the guard is finishing: the watch ends
+UNWATCHED = ("start", "hung", *FINAL)
 SAMPLES = 512          # step-time samples kept (the newest)
 MIN_TICK, MAX_TICK = 0.05, 1.0
 
@@ -142,7 +143,7 @@ class HangWatch:
     def phase_changed(self, phase: str, now: float) -> None:
         """From the guard (its heartbeat phase): one tuple store, read by the thread."""
         self._phase = (phase, now, self._phase[2] + 1)
-        if phase in ("stopping", "done"):
+        if phase in FINAL:
             self.stop()
         elif phase == "train" and self._thread is None:
             self.start()
