@@ -18,7 +18,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q $(TORCH_PIN)
-	$(PY) -m pip install -q $(TORCH_PIN) -e '.[test,torch,lightning,hf,accelerate]'
+	$(PY) -m pip install -q $(TORCH_PIN) -e '.[test,torch,lightning,hf,accelerate,hang]'
 	touch $@
 
 cluster-up:

@@ -17,6 +17,8 @@ from trainguard.causes import (
     EXIT_CANNOT_SAVE,
     EXIT_NO_PROGRESS,
     EXIT_REQUEUE,
+    REPORT_ONLY,
+    REQUEUE_WITHOUT_SAVE,
     SAVE_AND_CONTINUE,
     SAVE_AND_FAIL,
     SAVE_AND_REQUEUE,
@@ -36,7 +38,7 @@ from trainguard.heartbeat import Heartbeat, read_heartbeats, write_heartbeat
 __version__ = "0.1.0"
 __all__ = [
     "DEFAULT_ACTIONS", "END_AT_ONCE", "EXIT_CANNOT_SAVE", "EXIT_NO_PROGRESS", "EXIT_REQUEUE",
-    "SAVE_AND_CONTINUE",
+    "REPORT_ONLY", "REQUEUE_WITHOUT_SAVE", "SAVE_AND_CONTINUE",
     "SAVE_AND_FAIL", "SAVE_AND_REQUEUE", "SAVE_AND_STOP", "SAVE_IF_TIME_AND_END", "Action", "Cause",
     "Checkpoint", "CheckpointError", "Checkpoints", "Decision", "Guard", "GuardConfig", "Heartbeat",
     "Policy", "Save", "config_from", "read_heartbeats", "write_heartbeat",

@@ -36,6 +36,7 @@ class Cause(enum.IntEnum):
     EXCEPTION = 6       # the training loop raised
     TERMINATE = 7       # SIGTERM from a plain scancel (the job is already being cancelled)
     NO_TIME = 8         # not a cause: "a save would not finish before SIGKILL" (agreed like one)
+    HANG = 9            # no step completed within the hang budget (trainguard.hang; never agreed)
 
     @property
     def bit(self) -> int:
@@ -51,7 +52,7 @@ class Cause(enum.IntEnum):
 # "terminate" while rank 0, which did ask, knows it is a preemption.
 PRIORITY: tuple[Cause, ...] = (
     Cause.EXCEPTION, Cause.KILL_SWITCH, Cause.PREEMPTION, Cause.TERMINATE,
-    Cause.TIME_LIMIT, Cause.USER_SIGNAL, Cause.MEMORY, Cause.SAVE_SWITCH,
+    Cause.TIME_LIMIT, Cause.USER_SIGNAL, Cause.MEMORY, Cause.SAVE_SWITCH, Cause.HANG,
 )
 MASK_LEN = len(Cause)
 
@@ -86,6 +87,10 @@ SAVE_AND_FAIL = Action(Save.ALWAYS, stop=True, requeue=False, exit_code=EXIT_EXC
 SAVE_IF_TIME_AND_END = Action(Save.IF_TIME, stop=True, requeue=False, exit_code=EXIT_TERMINATED)
 # The stricter team policy: a plain scancel is final; log it and exit at once, save nothing.
 END_AT_ONCE = Action(Save.NEVER, stop=True, requeue=False, exit_code=EXIT_TERMINATED)
+# A hang: a wedged collective cannot save, so the last good checkpoint stands.
+REQUEUE_WITHOUT_SAVE = Action(Save.NEVER, stop=True, requeue=True, exit_code=EXIT_REQUEUE)
+# Report the hang (stacks, heartbeat) and keep waiting: for debugging a hang in place.
+REPORT_ONLY = Action(Save.NEVER, stop=False, requeue=False, exit_code=EXIT_OK)
 
 DEFAULT_ACTIONS: Mapping[Cause, Action] = {
     Cause.TIME_LIMIT: SAVE_AND_REQUEUE,
@@ -96,6 +101,7 @@ DEFAULT_ACTIONS: Mapping[Cause, Action] = {
     Cause.MEMORY: SAVE_AND_REQUEUE,       # a fresh process gets the leaked memory back
     Cause.EXCEPTION: SAVE_AND_FAIL,
     Cause.TERMINATE: SAVE_IF_TIME_AND_END,
+    Cause.HANG: REQUEUE_WITHOUT_SAVE,
 }
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from trainguard import _units as units
 from trainguard.causes import Action, Cause, Policy
+from trainguard.hang import HangLimits
 from trainguard.signals import DEFAULT_SIGNALS, parse_signal
 
 ENV_PREFIX = "TRAINGUARD_"
@@ -60,6 +61,20 @@ class GuardConfig:
     self_requeue: bool = False               # call `scontrol requeue` itself (no batch script template)
     fast_exit: bool = True                   # skip the interpreter's finalisation after a guard exit
     policy: Policy = field(default_factory=Policy)
+    # --- hangs (trainguard.hang): a step budget learned from the step times ---
+    hang_detect: bool = True
+    hang_floor: float = 300.0                # s, the budget's lower bound
+    hang_ceiling: float = 3600.0             # s, its upper bound
+    hang_multiple: float = 10.0              # x the step times' percentile below
+    hang_percentile: float = 99.0
+    hang_first_step: float | None = None     # s before a step time is known; None: the ceiling
+    hang_saving: float = 3600.0              # s, the budgets of declared phases
+    hang_eval: float = 3600.0
+    hang_data_loading: float = 1800.0
+    hang_grace: float = 5.0                  # s between the hang report and the exit
+    hang_report_dir: Path | None = None      # None: heartbeat_dir, else checkpoint_dir
+    hang_native_stacks: bool = True          # also `py-spy dump --native` when installed
+    max_hangs_without_progress: int = 3      # hangs with no new checkpoint that end the chain
 
     def __post_init__(self) -> None:
         if self.keep < 2:
@@ -70,18 +85,23 @@ class GuardConfig:
         for name in ("endtime_every", "file_every", "memory_every", "heartbeat_every", "step_window"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} = {getattr(self, name)}: expected a duration > 0")
+        if self.hang_detect:
+            hang_limits(self)   # raises ValueError naming the setting
 
     def with_policy(self, overrides: Mapping[Cause | str, Action]) -> GuardConfig:
         return replace(self, policy=self.policy.with_overrides(overrides))
 
 
 _PATHS = ("checkpoint_dir", "scratch_dir", "kill_switch", "save_switch", "stop_file", "pid_file",
-          "exit_file", "heartbeat_dir")
+          "exit_file", "heartbeat_dir", "hang_report_dir")
 _DURATIONS = ("forced_exit", "exit_after", "sync_interval", "endtime_every", "warning_lead", "save_estimate",
-              "safety_margin", "step_window", "file_every", "memory_every", "heartbeat_every")
+              "safety_margin", "step_window", "file_every", "memory_every", "heartbeat_every",
+              "hang_floor", "hang_ceiling", "hang_first_step", "hang_saving", "hang_eval",
+              "hang_data_loading", "hang_grace")
 _SIZES = ("max_rss", "min_available", "min_gpu_free")
-_INTS = ("keep", "sync_every", "max_restarts_without_progress")
-_BOOLS = ("use_slurm_endtime", "self_requeue", "fast_exit")
+_INTS = ("keep", "sync_every", "max_restarts_without_progress", "max_hangs_without_progress")
+_BOOLS = ("use_slurm_endtime", "self_requeue", "fast_exit", "hang_detect", "hang_native_stacks")
+_FLOATS = ("hang_multiple", "hang_percentile")
 
 
 def _duration(name: str, value: Any) -> float | None:
@@ -120,6 +140,19 @@ def _int(name: str, value: Any) -> int:
         raise ValueError(f"{name} = {value!r}: expected a whole number") from None
 
 
+def _float(name: str, value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} = {value!r}: expected a number") from None
+
+
+def hang_limits(cfg: GuardConfig) -> HangLimits:
+    phases = {"saving": cfg.hang_saving, "eval": cfg.hang_eval, "data_loading": cfg.hang_data_loading}
+    return HangLimits(cfg.hang_floor, cfg.hang_ceiling, cfg.hang_multiple, cfg.hang_percentile,
+                      cfg.hang_first_step, phases)
+
+
 def coerce(name: str, value: Any) -> Any:
     """One setting from a string (environment) or Python value to its typed value."""
     if name in _PATHS:
@@ -132,6 +165,8 @@ def coerce(name: str, value: Any) -> Any:
         return _int(name, value)
     if name in _BOOLS:
         return _bool(name, value)
+    if name in _FLOATS:
+        return _float(name, value)
     if name == "signals":
         items = value.replace(",", " ").split() if isinstance(value, str) else value
         return tuple(parse_signal(s) for s in items)

@@ -35,6 +35,7 @@ from trainguard.deadline import StepTimes
 from trainguard.exits import ProcessExit
 from trainguard.fast_exit import FastExit
 from trainguard.forced_exit import ForcedExit
+from trainguard.hang_act import hang_watch
 from trainguard.heartbeat import HeartbeatWriter
 from trainguard.saving import Saver
 from trainguard.sensors import Sensors
@@ -70,6 +71,7 @@ class Guard:
         self.forced = (ForcedExit(self.signals, self._forced_timeout, clock,
                                   lambda code: self.exits.write_code(code, self.rank))
                        if cfg.forced_exit != 0 else None)
+        self.hang = hang_watch(self)   # the progress watchdog (trainguard.hang), None when off
         self.resumed: Checkpoint | None = None
         self.last_step = -1
         self._started = self._resumed_done = self._finished = self._exiting = False
@@ -280,6 +282,8 @@ class Guard:
                                         self.sensors.kill_wait, pending_signals)
 
     def _beat(self, step: int, phase: str) -> None:
+        if self.hang is not None:
+            self.hang.phase_changed(phase, self._clock())
         if self.heartbeat is not None:
             self.heartbeat.beat(step, self._clock(), phase)
 

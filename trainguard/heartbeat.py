@@ -9,7 +9,9 @@ temporary name, then rename), so a reader never sees half a record:
 
 `phase` is one of PHASES; `time` is the Unix time the record was written; `problem` is what
 the guard found wrong with the training's own set-up (e.g. "cannot write into the checkpoint
-folder ..."), "" when nothing is.
+folder ..."), "" when nothing is. A rank whose progress watchdog found it hung
+(trainguard.hang) writes `"phase": "hung"` with `stalled_for` (s without progress), `frames`
+(the main thread's innermost frames) and `report` (the path of its hang report).
 """
 from __future__ import annotations
 
@@ -20,10 +22,11 @@ import socket
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
-PHASES = ("start", "train", "eval", "saving", "stopping", "done")
+PHASES = ("start", "train", "eval", "data_loading", "saving", "stopping", "done", "hung")
 # Phases in which a rank may legitimately not advance its step for a long time.
-BUSY_PHASES = ("eval", "saving", "stopping")
+BUSY_PHASES = ("eval", "data_loading", "saving", "stopping")
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,21 @@ class Heartbeat:
     host: str = ""
     job_id: str = ""
     problem: str = ""
+    stalled_for: float = 0.0
+    frames: tuple[str, ...] = ()
+    report: str = ""
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Heartbeat:
+        return cls(int(data["rank"]), int(data["step"]), str(data["phase"]), float(data["time"]),
+                   int(data.get("pid", 0)), str(data.get("host", "")), str(data.get("job_id", "")),
+                   str(data.get("problem", "")), float(data.get("stalled_for", 0.0)),
+                   tuple(str(f) for f in data.get("frames", ())), str(data.get("report", "")))
+
+
+def node_name() -> str:
+    """The Slurm node this rank runs on (what squeue and the user see), else the hostname."""
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
 
 
 def heartbeat_path(directory: Path, rank: int) -> Path:
@@ -43,9 +61,11 @@ def heartbeat_path(directory: Path, rank: int) -> Path:
 
 
 def write_heartbeat(directory: Path, rank: int, step: int, phase: str,
-                    now: float | None = None, job_id: str = "", problem: str = "") -> Heartbeat:
+                    now: float | None = None, job_id: str = "", problem: str = "",
+                    stalled_for: float = 0.0, frames: tuple[str, ...] = (), report: str = "") -> Heartbeat:
     record = Heartbeat(rank, step, phase, time.time() if now is None else now, os.getpid(),
-                       socket.gethostname(), job_id or os.environ.get("SLURM_JOB_ID", ""), problem)
+                       node_name(), job_id or os.environ.get("SLURM_JOB_ID", ""), problem,
+                       stalled_for, frames, report)
     target = heartbeat_path(directory, rank)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(asdict(record)))
@@ -58,12 +78,8 @@ def read_heartbeats(directory: Path) -> list[Heartbeat]:
     records = []
     for path in sorted(Path(directory).glob("rank-*.json")):
         try:
-            data = json.loads(path.read_text())
-            records.append(Heartbeat(int(data["rank"]), int(data["step"]), str(data["phase"]),
-                                     float(data["time"]), int(data.get("pid", 0)),
-                                     str(data.get("host", "")), str(data.get("job_id", "")),
-                                     str(data.get("problem", ""))))
-        except (OSError, ValueError, KeyError, TypeError):
+            records.append(Heartbeat.from_dict(json.loads(path.read_text())))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             continue
     return sorted(records, key=lambda r: r.rank)
 

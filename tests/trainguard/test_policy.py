@@ -21,10 +21,11 @@ from trainguard.causes import (
 from trainguard.config import GuardConfig, config_from
 
 
-def test_default_policy_requeues_only_time_limit_preemption_user_signal_and_memory() -> None:
+def test_default_policy_requeues_only_time_limit_preemption_user_signal_memory_and_hang() -> None:
     policy = Policy()
     requeued = {c for c in Cause if c is not Cause.NO_TIME and policy.action(c).requeue}
-    assert requeued == {Cause.TIME_LIMIT, Cause.PREEMPTION, Cause.USER_SIGNAL, Cause.MEMORY}
+    assert requeued == {Cause.TIME_LIMIT, Cause.PREEMPTION, Cause.USER_SIGNAL, Cause.MEMORY, Cause.HANG}
+    assert policy.action(Cause.HANG).save is Save.NEVER   # a wedged collective cannot save
     assert all(policy.action(c).exit_code == EXIT_REQUEUE for c in requeued)
     assert policy.action(Cause.KILL_SWITCH).exit_code == 0
     assert policy.action(Cause.EXCEPTION).exit_code == 1

@@ -29,6 +29,7 @@ handled once, by trainguard (one save, one exit code, one requeue by the batch s
 from __future__ import annotations
 
 import logging
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,7 @@ class TrainguardCallback(pl.Callback):
         self._last_step = -1
         self._resolved = False
         self._stopping: tuple[Any, int] | None = None
+        self._validating: AbstractContextManager[None] | None = None
         # As early as possible: a USR1 before this point kills the process, and Lightning
         # installs its own USR1 handler (auto-requeue) only if none is installed.
         self.guard.start()
@@ -99,6 +101,17 @@ class TrainguardCallback(pl.Callback):
             self.guard.act(decision, step)     # save (e.g. the save switch) and go on
             return
         self._stop(trainer, decision, step)
+
+    def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        # A validation run is no training step: the hang watchdog gives it the eval budget
+        # (hang_eval) instead of taking a long one for a hang.
+        self._validating = self.guard.phase("eval")
+        self._validating.__enter__()
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        validating, self._validating = self._validating, None
+        if validating is not None:
+            validating.__exit__(None, None, None)
 
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         if self._stopping is None:

@@ -1,7 +1,10 @@
 """`log_stale`: is the training hung?
 
 Looks at a log file (or the newest match of a glob): its age, and optionally a progress
-counter that must keep advancing; and/or at trainguard's per-rank heartbeat records.
+counter that must keep advancing; and/or at trainguard's per-rank heartbeat records and
+hang log (a hang trainguard found from inside: which rank stopped first, where the others
+are stuck, the hang report's path). Optionally (`hung_action`) it ends a job whose
+heartbeat says `hung` and that has not left on its own within `hung_grace`.
 Judged only while the linked `job` check's job runs: a queued job's log is quiet by design.
 Every file access runs in a bounded child process (watchdogs.fsprobe), so a hung mount is
 UNKNOWN "filesystem not responding", never a hung scheduler.
@@ -9,19 +12,28 @@ UNKNOWN "filesystem not responding", never a hung scheduler.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
 from typing import Any, ClassVar
 
+from trainguard.hang_record import EVENTS_FILE, parse_events
 from trainguard.heartbeat import Heartbeat
 from watchdogs.checks.base import Check
 from watchdogs.checks.context import TickContext
 from watchdogs.checks.job import WatchesLinkedJob
-from watchdogs.config.options import Option, duration, path, regex, size, string
-from watchdogs.fsprobe import staleness
+from watchdogs.config.options import Option, choice, duration, path, regex, size, string
+from watchdogs.errors import SlurmError
+from watchdogs.fsprobe import hangs, staleness
 from watchdogs.fsprobe.bounded import probe
 from watchdogs.result import CheckResult, Status, worst
 from watchdogs.slurmctl.jobstatus import RUNNING, UNKNOWN, Assessment
+from watchdogs.slurmctl.snapshot import SLURM_TIMEOUT_S
+from watchdogs.units import format_duration
 
 MEMORY = "check.log_stale"
+ACTED = "check.log_stale.hung_action"
+ACTIONS = ("none", "signal", "requeue")
+EVENTS_TAIL = 64 * 1024
 
 
 class LogStaleCheck(WatchesLinkedJob, Check):
@@ -36,6 +48,11 @@ class LogStaleCheck(WatchesLinkedJob, Check):
         "tail": Option(size, default=64 * 1024, help="how much of the log's end to search"),
         "probe_timeout": Option(duration, default=15.0, help="a filesystem slower than this "
                                                             "is 'not responding'"),
+        "hung_action": Option(choice(*ACTIONS), default="none",
+                              help="when a heartbeat says hung for longer than hung_grace: "
+                                   "none, signal (scancel --signal=USR1) or requeue"),
+        "hung_grace": Option(duration, default=300.0, help="how long a hung job may take to "
+                                                           "leave on its own before hung_action"),
     }
     references: ClassVar[Mapping[str, str]] = {"job": "job"}
 
@@ -45,6 +62,10 @@ class LogStaleCheck(WatchesLinkedJob, Check):
             return [("path", "(missing)", "path (a log file or glob), heartbeats, or both")]
         if values.get("progress") is not None and values.get("path") is None:
             return [("progress", values["progress"].pattern, "a path whose log it is read from")]
+        if values.get("hung_action", "none") != "none" and (values.get("heartbeats") is None
+                                                            or values.get("job") is None):
+            return [("hung_action", values["hung_action"], "none, unless heartbeats and job are set "
+                                                           "(it acts on the linked job only)")]
         return []
 
     def run(self, ctx: TickContext) -> CheckResult:
@@ -59,7 +80,7 @@ class LogStaleCheck(WatchesLinkedJob, Check):
         if self.opts.get("path") is not None:
             verdicts.extend(self._log(ctx, since))
         if self.opts.get("heartbeats") is not None:
-            verdicts.append(self._heartbeats(ctx, since))
+            verdicts.append(self._heartbeats(ctx, since, job))
         return self._combine(verdicts, job)
 
     def _combine(self, verdicts: list[staleness.Verdict], job: Assessment | None) -> CheckResult:
@@ -103,11 +124,56 @@ class LogStaleCheck(WatchesLinkedJob, Check):
                                              "path": current.path})
         return staleness.judge_progress(previous, current, now, self.opts["max_age"], since)
 
-    def _heartbeats(self, ctx: TickContext, since: float | None) -> staleness.Verdict:
+    def _heartbeats(self, ctx: TickContext, since: float | None,
+                    job: Assessment | None) -> staleness.Verdict:
         folder = str(self.opts["heartbeats"])
         records = probe("heartbeats", {"directory": folder}, self.opts["probe_timeout"], folder)
-        beats = [Heartbeat(**r) for r in records]
-        return staleness.judge_heartbeats(beats, ctx.now.timestamp(), self.opts["max_age"], since)
+        # A `hung` record older than this run's start is the previous run's (same job id).
+        beats = [b for b in map(Heartbeat.from_dict, records)
+                 if b.phase != "hung" or since is None or b.time >= since]
+        now, job_id = ctx.now.timestamp(), _running_id(job)
+        hung = hangs.hung_now(beats, now, job_id)
+        if hung is not None:
+            return self._act_on_hang(ctx, hung, beats, job_id, now)
+        log = probe("newest", {"pattern": str(Path(folder) / EVENTS_FILE), "tail_bytes": EVENTS_TAIL},
+                    self.opts["probe_timeout"], folder)
+        if log is not None:
+            recent = hangs.recent_hang(parse_events(log["tail"]), now, self.opts["max_age"])
+            if recent is not None:
+                return recent
+        return staleness.judge_heartbeats(beats, now, self.opts["max_age"], since)
+
+    def _act_on_hang(self, ctx: TickContext, hung: staleness.Verdict, beats: list[Heartbeat],
+                     job_id: str | None, now: float) -> staleness.Verdict:
+        action = self.opts["hung_action"]
+        since = min(b.time for b in beats if b.phase == "hung")
+        if action == "none" or job_id is None or now - since < self.opts["hung_grace"]:
+            return hung
+        key = f"{self.name}:{job_id}:{since:.0f}"
+        if ctx.store.kv_get(ACTED, key):
+            return replace(hung, summary=f"{hung.summary}; {action} already sent")
+        try:
+            self._end_hung_job(ctx, action, job_id)
+        except SlurmError as exc:
+            return replace(hung, summary=f"{hung.summary}; {action} of job {job_id} failed: {exc}")
+        ctx.store.kv_put(ACTED, key, {"action": action, "at": now})
+        done = "sent USR1 to" if action == "signal" else "requeued"
+        return replace(hung, summary=f"{hung.summary}; still running after "
+                                     f"{format_duration(now - since)}: {done} job {job_id}")
+
+    def _end_hung_job(self, ctx: TickContext, action: str, job_id: str) -> None:
+        # The one side effect of this check, off by default: the training hung and did not
+        # leave (a frozen rank holds the job). USR1 starts trainguard's forced exit; a
+        # requeue ends every process of the job and queues it again.
+        argv = (["scancel", "--signal=USR1", "--full", job_id] if action == "signal"
+                else ["scontrol", "requeue", job_id])
+        ctx.runner(argv, timeout=SLURM_TIMEOUT_S, env=ctx.slurm_env())
+
+
+def _running_id(job: Assessment | None) -> str | None:
+    if job is not None and job.running:
+        return job.running[0].raw_id
+    return None
 
 
 def _start(job: Assessment | None) -> float | None:
