@@ -17,6 +17,7 @@ from watchdogs.config.options import Limit, Option
 from watchdogs.fsprobe import usage as fs
 from watchdogs.fsprobe.bounded import probe
 from watchdogs.fsprobe.forecast import DAY, Forecast, forecast
+from watchdogs.fsprobe.scan import DEFAULT_WORKERS
 from watchdogs.result import CheckResult, Metric, Status, worst
 from watchdogs.slurmctl.users import current_user
 from watchdogs.units import format_size
@@ -53,7 +54,8 @@ class DiskCheck(Check):
                         help="scan: allocated blocks (du -s) or apparent sizes (du -sb)"),
         "probe_timeout": Option(o.duration, default=15.0),
         "scan_timeout": Option(o.duration, default=60.0),
-        "scan_workers": Option(o.integer(1, 64), default=8),
+        "scan_workers": Option(o.integer(1, 64), default=DEFAULT_WORKERS,
+                               help="find processes in parallel; more for NFS/Lustre"),
     }
 
     def run(self, ctx: TickContext) -> CheckResult:

@@ -9,12 +9,13 @@ import glob
 import json
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from trainguard.heartbeat import read_heartbeats
-from watchdogs.fsprobe.scan import scan_tree
+from watchdogs.fsprobe.scan import DEFAULT_WORKERS, scan_tree
 
 MAGIC_GLOB = ("*", "?", "[")
 
@@ -55,7 +56,7 @@ def op_heartbeats(directory: str) -> list[dict[str, Any]]:
     return [asdict(h) for h in read_heartbeats(Path(directory))]
 
 
-def op_scan(root: str, time_limit: float, workers: int = 8) -> dict[str, Any]:
+def op_scan(root: str, time_limit: float, workers: int = DEFAULT_WORKERS) -> dict[str, Any]:
     return asdict(scan_tree(root, time_limit, workers))
 
 
@@ -66,7 +67,7 @@ def op_newest_entry(directory: str) -> str | None:
     return max(entries)[1] if entries else None
 
 
-OPS = {"statvfs": op_statvfs, "newest": op_newest, "heartbeats": op_heartbeats,
+OPS: dict[str, Callable[..., Any]] = {"statvfs": op_statvfs, "newest": op_newest, "heartbeats": op_heartbeats,
        "scan": op_scan, "newest_entry": op_newest_entry}
 
 
