@@ -14,7 +14,6 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from trainguard.heartbeat import read_heartbeats
 from watchdogs.fsprobe.scan import DEFAULT_WORKERS, scan_tree
 
 MAGIC_GLOB = ("*", "?", "[")
@@ -53,6 +52,9 @@ def _tail(path: str, size: int, tail_bytes: int) -> str:
 
 
 def op_heartbeats(directory: str) -> list[dict[str, Any]]:
+    # Imported here: the trainguard package pulls in psutil and more (~0.1-0.4 s), which
+    # every other probe (statvfs, scan) would otherwise pay at each start.
+    from trainguard.heartbeat import read_heartbeats
     return [asdict(h) for h in read_heartbeats(Path(directory))]
 
 
