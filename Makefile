@@ -43,13 +43,21 @@ demo: install
 	slurm/dev-cluster up
 	SLURM_CONF=$(WATCHDOGS_CLUSTER_DIR)/slurm.conf PATH=$(CURDIR)/$(VENV)/bin:$$PATH slurm/demo
 
-# Every benchmark script; each compares against the alternative in the same run (figures
-# in the README). Needs the local cluster for the squeue and scheduler benchmarks.
-BENCHMARKS := $(wildcard benchmarks/*.py)
+# Every benchmark (benchmarks/*.py; files starting with `_` are helpers), each interleaved
+# against what a user would pick instead; then the table in docs/benchmarks.md is rebuilt
+# from benchmarks/results/*.json. One benchmark: make bench BENCHMARKS=benchmarks/scan_du.py
+# Needs the local cluster (squeue, scheduler) and, for the delayed filesystem of scan_du,
+# libfuse3 (installed here from Debian when missing and we are root).
+BENCHMARKS ?= $(filter-out benchmarks/_%,$(wildcard benchmarks/*.py))
 bench: install
+	$(PY) -m pip install -q $(TORCH_PIN) -e '.[bench]'
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && ! ldconfig -p | grep -q 'libfuse3\.so\.3 '; then \
+	  apt-get install -y -q libfuse3-3 || echo "libfuse3-3 not installed: the delayed-filesystem benchmark is skipped"; fi
 	slurm/dev-cluster up
-	set -e; for b in $(BENCHMARKS); do echo "== $$b"; \
-	  SLURM_CONF=$(WATCHDOGS_CLUSTER_DIR)/slurm.conf $(PY) $$b; done
+	failed=""; for b in $(BENCHMARKS); do echo "== $$b"; \
+	  SLURM_CONF=$(WATCHDOGS_CLUSTER_DIR)/slurm.conf $(PY) $$b || failed="$$failed $$b"; done; \
+	$(PY) benchmarks/_table.py; \
+	if [ -n "$$failed" ]; then echo "failed:$$failed"; exit 1; fi
 
 lint: install
 	$(VENV)/bin/ruff check .

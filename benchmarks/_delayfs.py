@@ -26,9 +26,9 @@ STAT_KEYS = ("st_mode", "st_ino", "st_dev", "st_nlink", "st_uid", "st_gid", "st_
 
 
 def serve(source: str, mount_point: str, delay: float) -> None:
-    import mfusepy as fuse  # only in the server process: an optional dependency
+    import mfusepy as fuse  # type: ignore[import-untyped]  # untyped; only the server needs it
 
-    class DelayFS(fuse.Operations):  # type: ignore[misc] - mfusepy is untyped
+    class DelayFS(fuse.Operations):  # type: ignore[misc]  # its base class is untyped
         use_ns = True
 
         def getattr(self, path: str, fh: Any = None) -> dict[str, Any]:
@@ -62,7 +62,8 @@ def delayed_mount(source: Path, mount_point: Path, delay: float) -> Iterator[Pat
         deadline = time.monotonic() + 30
         while not os.path.ismount(mount_point):
             if server.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"delayed FUSE mount failed: {server.stderr.read() if server.stderr else ''}")
+                why = server.stderr.read() if server.stderr else ""
+                raise RuntimeError(f"delayed FUSE mount failed: {why}")
             time.sleep(0.05)
         yield mount_point
     finally:

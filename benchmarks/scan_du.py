@@ -29,6 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _stats import Row, interleave, ratios, record, spread  # noqa: E402 - after the path set-up
+
 from watchdogs.fsprobe.bounded import probe  # noqa: E402 - after the path set-up
 from watchdogs.fsprobe.scan import DEFAULT_WORKERS, scan_tree  # noqa: E402 - after the path set-up
 
@@ -101,10 +102,11 @@ def local(root: Path, rounds: int) -> Row:
 
 def delayed(tree: Path, mount: Path, rounds: int, delay_ms: float) -> Row | None:
     from _delayfs import delayed_mount
+
     from tests.checks.hung_mount import fuse_available
     reason = fuse_available()
     try:
-        import mfusepy  # noqa: F401 - only to know whether the delayed filesystem can be built
+        import mfusepy  # type: ignore[import-untyped]  # noqa: F401  # only: can it be built here?
     except (ImportError, OSError) as exc:
         reason = reason or f"mfusepy/libfuse3 not installed ({exc})"
     if reason:
@@ -112,8 +114,9 @@ def delayed(tree: Path, mount: Path, rounds: int, delay_ms: float) -> Row | None
         return None
     with delayed_mount(tree, mount, delay_ms / 1000) as root:
         check_counts(root, 4)
-        variants = {"du": lambda: du(root)}
-        variants.update({f"{w}": (lambda w=w: scan_tree(str(root), 600, w)) for w in (1, 2, 4, 8)})
+        variants: dict[str, Callable[[], object]] = {"du": lambda: du(root)}
+        for w in (1, 2, 4, 8):
+            variants[f"{w}"] = lambda w=w: scan_tree(str(root), 600, w)  # type: ignore[misc]  # w bound per loop
         walls = interleave({k: _wall(v) for k, v in variants.items()}, rounds, warmup=0)
     files = du(tree, "--inodes")
     parts = []
