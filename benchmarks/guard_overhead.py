@@ -13,8 +13,9 @@ Then the same with a busy process spinning on another core (started and stopped 
 Reported: extra ns per step over the bare loop of the same round, min/median/max, and that
 as a fraction of a 10 ms training step. Time is this thread's CPU time
 (CLOCK_THREAD_CPUTIME_ID), not the wall clock: on a shared machine the wall clock counts
-the time the loop sat preempted (seen here: a bare loop's step from 26 to 900 ns); and the rate-limited slow path (file stats, psutil,
-heartbeat write), amortised over 10 ms steps at its default cadences.
+the time the loop sat preempted (seen here: a bare loop's step from 26 to 900 ns). And
+the rate-limited slow path (file stats, psutil, heartbeat write), amortised over 10 ms
+steps at its default cadences.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _stats import Row, busy_cores, interleave, record, spread  # noqa: E402 - after the path set-up
+
 from trainguard import Guard, config_from  # noqa: E402 - after the path set-up above
 from trainguard.sensors import MAX_POLL_GAP  # noqa: E402 - after the path set-up above
 from trainguard.slurm import JobEnv  # noqa: E402 - after the path set-up above
