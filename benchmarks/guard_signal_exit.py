@@ -1,15 +1,21 @@
 #!/usr/bin/env python3
-"""Time from the warning signal to the process's exit, after the save.
+"""A preemption warning (SIGUSR1) in the middle of a training: how long to the exit, and how
+many steps are lost, with the guard and without it (the training's own periodic save only).
 
     .venv/bin/python benchmarks/guard_signal_exit.py [--runs 7] [--params 4000000]
 
-A child process (torch imported, a model of --params float32 parameters, 10 ms steps:
-a small matmul and a sleep) runs under the guard; the parent sends SIGUSR1 at a random
-point of a step and measures when the process is gone. The child reports, on the same
-CLOCK_MONOTONIC, when its poll point saw the signal and how long the save took. The
-target: signal -> exit <= one step + the save + 50 ms. For comparison, in the same run:
-the same child without the guard, where SIGUSR1's default action kills it at once and
-saves nothing.
+A child process (torch imported, a model of --params float32 parameters, 10 ms steps: a
+small matmul and a sleep) saves a checkpoint every SAVE_EVERY steps, as a training does. The
+parent sends SIGUSR1 at a random time (uniform over one save period, so anywhere within a
+step and within the period) and measures when the process is gone. Variants, interleaved
+(guarded, bare, guarded, bare, ...):
+  guarded   `guard.step(step)` after every step, as the README says; on the signal it saves
+            at the next poll point and exits 140
+  bare      the same loop without the guard: SIGUSR1's default action kills it at once
+Counted per run: lost steps = steps completed - steps in the newest checkpoint (what a
+requeued job redoes), signal -> exit, and for the guard signal -> save start and the save.
+The target: signal -> exit <= one step + the save + 50 ms, i.e. (signal -> exit) - save
+<= 60 ms; nothing is subtracted for the part of a step the signal landed in.
 """
 from __future__ import annotations
 
@@ -18,7 +24,6 @@ import json
 import os
 import random
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -27,19 +32,33 @@ import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _stats import Row, interleave, record, spread  # noqa: E402 - after the path set-up
+
 from trainguard import Guard, config_from  # noqa: E402 - after the path set-up above
 from trainguard.slurm import JobEnv  # noqa: E402 - after the path set-up above
 
 STEP_S = 0.010
 
 
+SAVE_EVERY = 50  # steps between the training's own saves (0.5 s at 10 ms steps)
+
+
 def emit(event: str, **values: float) -> None:
     print(json.dumps({"event": event, "t": time.monotonic(), **values}), flush=True)
 
 
-def child(params: int, ckpt: Path, guarded: bool) -> int:
-    guard = Guard(config_from({}, checkpoint_dir=ckpt), job=JobEnv(),
-                  save=lambda d: torch.save(model.state_dict(), d / "model.pt"))
+def child(params: int, root: Path, guarded: bool) -> int:
+    current = [-1]
+
+    def save(folder: Path) -> None:
+        emit("saving")
+        torch.save(model.state_dict(), folder / "model.pt")
+        marker = root / "saved_step.tmp"
+        marker.write_text(str(current[0]))
+        marker.rename(root / "saved_step")   # the step the newest checkpoint holds
+        emit("saved")
+
+    guard = Guard(config_from({}, checkpoint_dir=root / "ckpt"), job=JobEnv(), save=save)
     if guarded:
         guard.start()
     with warnings.catch_warnings():
@@ -51,18 +70,24 @@ def child(params: int, ckpt: Path, guarded: bool) -> int:
     if guarded:
         guard.resume()
     emit("ready")
-    for step in range(10**9):
-        time.sleep(STEP_S)
-        x @ x.T                                       # a little compute
-        if not guarded:
-            continue
-        decision = guard.check(step)
-        if decision is not None:
-            emit("decision")
-            try:
-                guard.act(decision, step)
-            finally:
-                emit("exiting", save=guard.save_time)
+    try:
+        for step in range(10**9):
+            time.sleep(STEP_S)
+            x @ x.T                                       # a little compute
+            current[0] = step
+            emit("step", n=step)                          # step completed
+            if step % SAVE_EVERY == SAVE_EVERY - 1:       # the training's periodic save
+                if guarded:
+                    guard.save(step)
+                else:
+                    folder = root / "ckpt" / f"step{step}"
+                    folder.mkdir(parents=True)
+                    save(folder)
+            if guarded:
+                guard.step(step)
+    except SystemExit:
+        emit("exiting")
+        raise
     return 0
 
 
@@ -72,29 +97,28 @@ def run_once(params: int, guarded: bool) -> dict[str, float]:
         proc = subprocess.Popen([sys.executable, __file__, "--child", str(params), tmp,
                                  "1" if guarded else "0"], stdout=subprocess.PIPE, text=True, env=env)
         assert proc.stdout is not None
-        events = {}
         line = proc.stdout.readline()
-        events["ready"] = json.loads(line)["t"]
-        time.sleep(0.5 + random.random() * STEP_S)    # somewhere inside a step
+        assert json.loads(line)["event"] == "ready", line
+        time.sleep(0.2 + random.random() * SAVE_EVERY * STEP_S)   # anywhere in a save period
         sent = time.monotonic()
         proc.send_signal(signal.SIGUSR1)
         proc.wait()
         gone = time.monotonic()
+        events: dict[str, float] = {}
         for line in proc.stdout:
             record = json.loads(line)
-            events[record["event"]] = record["t"]
-            events.update({k: v for k, v in record.items() if k not in ("event", "t")})
-        saved = (Path(tmp) / "latest").exists()
-    result = {"total": gone - sent, "code": float(proc.returncode), "saved": float(saved)}
+            if record["event"] in ("saving", "saved") and record["t"] < sent:
+                continue  # a periodic save before the signal
+            events[record["event"]] = record.get("n", record["t"])
+            events.update({k: v for k, v in record.items() if k not in ("event", "t", "n")})
+        marker = Path(tmp) / "saved_step"
+        saved = int(marker.read_text()) if marker.exists() else -1
+    result = {"total": gone - sent, "code": float(proc.returncode),
+              "lost": events["step"] - saved, "saved_at_signal": float(saved == events["step"])}
     if guarded:
-        result.update(to_poll=events["decision"] - sent, save=events["save"],
-                      after_save=gone - events["decision"] - events["save"],
-                      teardown=gone - events["exiting"])
+        save_s = events["saved"] - events["saving"]
+        result.update(to_save=events["saving"] - sent, save=save_s, minus_save=gone - sent - save_s)
     return result
-
-
-def ms(values: list[float]) -> str:
-    return f"{statistics.median(values) * 1000:8.1f}"
 
 
 def main() -> int:
@@ -105,22 +129,35 @@ def main() -> int:
     args = parser.parse_args()
     if args.child:
         return child(int(args.child[0]), Path(args.child[1]), args.child[2] == "1")
-    guarded = [run_once(args.params, True) for _ in range(args.runs)]
-    bare = [run_once(args.params, False) for _ in range(args.runs)]
-    assert all(r["code"] == 140 and r["saved"] for r in guarded), guarded
-    assert all(r["code"] == -signal.SIGUSR1 and not r["saved"] for r in bare), bare
-    print(f"{args.runs} runs, {args.params * 4 / 2**20:.0f} MiB model, {STEP_S * 1000:.0f} ms steps; "
-          "median milliseconds")
-    print("guarded: signal -> poll point " + ms([r["to_poll"] for r in guarded])
-          + " | save " + ms([r["save"] for r in guarded])
-          + " | after the save -> exit " + ms([r["after_save"] for r in guarded])
-          + " (of which interpreter teardown " + ms([r["teardown"] for r in guarded]) + ")"
-          + " | total " + ms([r["total"] for r in guarded]) + " (exit 140, saved)")
-    print("no guard: signal -> dead " + ms([r["total"] for r in bare])
-          + " (killed by SIGUSR1, nothing saved)")
-    over = [r["total"] - STEP_S - r["save"] for r in guarded]
-    print(f"signal -> exit minus (one step + save): median {statistics.median(over) * 1000:.1f} ms, "
-          f"max {max(over) * 1000:.1f} ms (target < 50 ms)")
+    runs: dict[str, list[dict[str, float]]] = {"guarded": [], "bare": []}
+
+    def variant(name: str) -> float:
+        runs[name].append(run_once(args.params, name == "guarded"))
+        return runs[name][-1]["total"]
+    interleave({"guarded": lambda: variant("guarded"), "bare": lambda: variant("bare")},
+               args.runs, warmup=0)
+    guarded, bare = runs["guarded"], runs["bare"]
+    assert all(r["code"] == 140 for r in guarded), guarded
+    assert all(r["code"] == -signal.SIGUSR1 for r in bare), bare
+
+    def of(rs: list[dict[str, float]], key: str, scale: float = 1000, unit: str = " ms") -> str:
+        return spread([r[key] for r in rs]).fmt(scale, unit, 0 if unit != " ms" else 1)
+    print(f"{args.runs} runs each, interleaved, {args.params * 4 / 2**20:.0f} MiB model, "
+          f"{STEP_S * 1000:.0f} ms steps, a save every {SAVE_EVERY} steps")
+    print(f"guarded: signal -> save starts {of(guarded, 'to_save')} | save {of(guarded, 'save')} | "
+          f"signal -> exit {of(guarded, 'total')} | minus the save {of(guarded, 'minus_save')}")
+    print(f"         lost steps {of(guarded, 'lost', 1, '')}; saved at the signal in "
+          f"{sum(r['saved_at_signal'] for r in guarded):.0f} of {len(guarded)} runs")
+    print(f"bare:    signal -> dead {of(bare, 'total')}; lost steps {of(bare, 'lost', 1, '')}")
+    cmd = ".venv/bin/python benchmarks/guard_signal_exit.py"
+    record(__file__, [
+        Row("steps lost per preemption warning (SIGUSR1 at a random point; the training saves "
+            f"every {SAVE_EVERY} steps of 10 ms)", "0", "no guard: killed by the signal",
+            f"guard {of(guarded, 'lost', 1, '')}; no guard {of(bare, 'lost', 1, '')}", cmd),
+        Row(f"signal → exit minus the save ({args.params * 4 / 2**20:.0f} MiB model, 10 ms steps)",
+            "≤ one step + 50 ms = 60 ms", "no guard: signal → dead, nothing saved",
+            f"{of(guarded, 'minus_save')} (save {of(guarded, 'save')}); no guard: dead after "
+            f"{of(bare, 'total')}", cmd)])
     return 0
 
 
