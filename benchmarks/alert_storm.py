@@ -9,13 +9,14 @@ receiver, a log file):
   - a second tick with the same 500 still failing (flip detection: nothing to send).
 and, in the same run, the alternative without grouping: one email per failing check,
 rendered with the same templates and sent through the same channel to the same server.
+The three runs (all channels, email only, one email per check) are interleaved, --repeat
+rounds (>= 5), each from a fresh state database and fresh servers; min/median/max.
 
-    .venv/bin/python benchmarks/alert_storm.py [--checks 500] [--repeat 3]
+    .venv/bin/python benchmarks/alert_storm.py [--checks 500] [--repeat 5]
 """
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 import time
@@ -26,6 +27,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.notifiers.fakes
+
+from _stats import Row, interleave, record, spread  # noqa: E402 - after the path fix
 
 from notifiers.render import Templates  # noqa: E402 - after the path fix
 from tests.notifiers.fakes import FakeHTTP, SmtpServer  # noqa: E402 - after the path fix
@@ -116,29 +119,49 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checks", type=int, default=500)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     n = args.checks
-    full = [grouped_run(n, only_email=False) for _ in range(args.repeat)]
-    email = [grouped_run(n, only_email=True) for _ in range(args.repeat)]
-    alt = [ungrouped_email_run(n) for _ in range(args.repeat)]
+    full: list[dict[str, object]] = []
+    email: list[dict[str, object]] = []
+    alt: list[dict[str, float]] = []
 
-    def med(runs: list[dict], key: str) -> float:  # type: ignore[type-arg]
-        return statistics.median(float(r[key]) for r in runs)
+    def run_full() -> float:
+        full.append(grouped_run(n, only_email=False))
+        return float(full[-1]["handle"]) + float(full[-1]["flush"])  # type: ignore[arg-type]  # floats
 
-    print(f"alert storm: {n} failing checks in one tick, median of {args.repeat} runs\n")
+    def run_email() -> float:
+        email.append(grouped_run(n, only_email=True))
+        return float(email[-1]["handle"]) + float(email[-1]["flush"])  # type: ignore[arg-type]  # floats
+
+    def run_alt() -> float:
+        alt.append(ungrouped_email_run(n))
+        return alt[-1]["render"] + alt[-1]["send"]
+    totals = interleave({"full": run_full, "email": run_email, "alt": run_alt}, args.repeat, warmup=0)
+
+    def ms(runs: list[dict], key: str) -> str:  # type: ignore[type-arg]  # mixed values
+        return spread([float(r[key]) for r in runs]).fmt(1000, " ms", 0)
+
+    print(f"alert storm: {n} failing checks in one tick, {args.repeat} interleaved rounds, "
+          "median (min–max)\n")
     print(f"all five channels  messages queued per channel: {full[0]['per_channel']}")
     print(f"                   requests/messages received:  {full[0]['received']}")
-    print(f"                   render + enqueue (handle):   {med(full, 'handle') * 1000:8.1f} ms")
-    print(f"                   drain outbox (flush):        {med(full, 'flush') * 1000:8.1f} ms")
-    print(f"                   2nd tick, still failing:     {med(full, 'second_tick') * 1000:8.1f} ms, "
-          f"{full[0]['queued_after_second'] - sum(full[0]['per_channel'].values())} new messages")
-    print(f"email only         render + enqueue (handle):   {med(email, 'handle') * 1000:8.1f} ms")
-    print(f"                   drain to local SMTP (flush): {med(email, 'flush') * 1000:8.1f} ms "
-          f"(1 message, {email[0]['email_bytes'] / 1024:.0f} KiB)")
-    print(f"alternative:       render {n} separate emails:  {med(alt, 'render') * 1000:8.1f} ms")
-    print(f"one email per check send {n} to local SMTP:    {med(alt, 'send') * 1000:8.1f} ms "
-          f"({n} messages)")
+    print(f"                   render + enqueue (handle):   {ms(full, 'handle')}")
+    print(f"                   drain outbox (flush):        {ms(full, 'flush')}")
+    print(f"                   2nd tick, still failing:     {ms(full, 'second_tick')}, "
+          f"{full[0]['queued_after_second'] - sum(full[0]['per_channel'].values())} new messages")  # type: ignore[attr-defined, operator]  # an int and a dict
+    print(f"email only         render + enqueue (handle):   {ms(email, 'handle')}")
+    print(f"                   drain to local SMTP (flush): {ms(email, 'flush')} "
+          f"(1 message, {float(email[0]['email_bytes']) / 1024:.0f} KiB)")  # type: ignore[arg-type]  # an int
+    print(f"alternative:       render {n} separate emails:  {ms(alt, 'render')}")
+    print(f"one email per check send {n} to local SMTP:    {ms(alt, 'send')} ({n} messages)")
+    record(__file__, [Row(
+        f"alert storm: {n} failing checks in one tick, email to a local SMTP server",
+        "1 message per channel per tick", f"one email per failing check ({n} emails), interleaved",
+        f"1 email, render+send {spread(totals['email']).fmt(1000, ' ms', 0)} vs "
+        f"{spread(totals['alt']).fmt(1000, ' ms', 0)}; all five channels "
+        f"{spread(totals['full']).fmt(1000, ' ms', 0)}",
+        ".venv/bin/python benchmarks/alert_storm.py")])
 
 
 if __name__ == "__main__":

@@ -1,16 +1,20 @@
-"""The scheduler's own footprint with 50 drop-ins and 20 built-in checks.
+"""The scheduler's own footprint with 50 drop-ins and 20 built-in checks, against the
+alternative without a resident process, on the same work, measured the same way.
 
-Measures, for the resident scheduler (`watchdogs run`, the process the Slurm job runs):
-  - resident memory (RSS) once every item has run,
-  - CPU seconds per hour while idle (nothing due; heartbeat, cron.d rescans and the
-    stop-flag poll only),
-  - time from an item's due time to its start (all 70 items due together every few
-    seconds), from the run records in the state database,
-and, in the same run, the alternative without a resident process: a pulse that starts
-`watchdogs run --once --due` every tick (what a cron job or `sbatch --begin` pulse does):
-its peak RSS, CPU per pulse (hence per hour at the same tick), and its due-to-start time.
+Both variants run the same site: 50 drop-ins and 20 `disk` checks, each every --period
+seconds (so work happens during the window: nothing is "idle"):
+  resident  `watchdogs run` (the process the Slurm job runs), started, its first round
+            left to finish, then measured for --window seconds;
+  pulse     `watchdogs run --once --due` started every --tick seconds (what a cron job or
+            an `sbatch --begin` pulse does), after one unmeasured `--once` so every item
+            starts the window on time; measured for --window seconds.
+Rounds alternate (resident, pulse, resident, ...). Measured per round: CPU seconds per
+hour (the process and its children: drop-ins, probes), peak RSS (sampled every 20 ms for
+the pulses), and lateness: for each run in the window, the time between its start and
+the previous run's start of the same item, minus the period (0 = on time), from the run
+records in the state database.
 
-    .venv/bin/python benchmarks/scheduler_footprint.py [--idle 60] [--busy 30] [--tick 10]
+    .venv/bin/python benchmarks/scheduler_footprint.py [--window 30] [--period 10] [--tick 5] [--rounds 5]
 """
 from __future__ import annotations
 
@@ -19,14 +23,17 @@ import os
 import resource
 import signal
 import sqlite3
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
+import psutil  # type: ignore[import-untyped]  # no stubs installed
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _stats import Row, interleave, record, spread  # noqa: E402 - after the path set-up
 
 DROPINS = 50
 CHECKS = 20
@@ -51,102 +58,133 @@ def watchdogs(config: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "watchdogs", "--config", str(config), *args]
 
 
-def runs(config: Path) -> list[tuple[float, float]]:
+def starts(config: Path) -> dict[str, list[float]]:
     db = sqlite3.connect(config.parent / "state" / "state.sqlite3")
     try:
-        return db.execute("SELECT due, started FROM sched_runs WHERE status IS NOT NULL").fetchall()
+        rows = db.execute("SELECT item, started FROM sched_runs WHERE status IS NOT NULL").fetchall()
     finally:
         db.close()
+    out: dict[str, list[float]] = {}
+    for item, started in rows:
+        out.setdefault(item, []).append(started)
+    return {k: sorted(v) for k, v in out.items()}
 
 
-def wait_runs(config: Path, count: int, timeout: float) -> None:
+def lateness(config: Path, since: float, until: float, period: float) -> list[float]:
+    """Per run started in [since, until): its start minus (the item's previous start + period)."""
+    late = []
+    for times in starts(config).values():
+        late += [b - a - period for a, b in zip(times, times[1:], strict=False) if since <= b < until]
+    return late
+
+
+def wait_round(config: Path, count: int, timeout: float) -> None:
     deadline = time.monotonic() + timeout
+    db = config.parent / "state" / "state.sqlite3"
     while time.monotonic() < deadline:
-        if (config.parent / "state" / "state.sqlite3").exists() and len(runs(config)) >= count:
+        if db.exists() and sum(len(v) for v in starts(config).values()) >= count:
             return
         time.sleep(0.2)
-    raise SystemExit(f"only {len(runs(config))} of {count} runs within {timeout}s")
+    raise SystemExit(f"the first round did not finish within {timeout}s")
 
 
 def cpu(proc: psutil.Process) -> float:
     t = proc.cpu_times()
-    return t.user + t.system
+    return t.user + t.system + t.children_user + t.children_system
 
 
-def resident(tmp: Path, idle_s: float, tick: str) -> dict[str, float]:
-    config = make_site(tmp / "idle", "1h", tick)
+def children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+@dataclass(frozen=True)
+class Round:
+    cpu_h: float
+    rss_mib: float
+    late: list[float]
+
+
+def resident(config: Path, window: float, period: float) -> Round:
+    state = config.parent / "state"
+    subprocess.run(["rm", "-rf", str(state)], check=True)
     proc = subprocess.Popen(watchdogs(config, "run"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     ps = psutil.Process(proc.pid)
     try:
-        wait_runs(config, DROPINS + CHECKS, 60)
-        time.sleep(2)  # let the first round's threads wind down
-        rss = ps.memory_info().rss
-        before, t0 = cpu(ps), time.monotonic()
-        time.sleep(idle_s)
-        used, elapsed = cpu(ps) - before, time.monotonic() - t0
-        threads = ps.num_threads()
+        wait_round(config, DROPINS + CHECKS, 120)
+        before, t0, since = cpu(ps), time.monotonic(), time.time()
+        rss = 0
+        while time.monotonic() - t0 < window:
+            rss = max(rss, ps.memory_info().rss)
+            time.sleep(0.2)
+        used, until = cpu(ps) - before, time.time()
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
-    return {"rss_mib": rss / 2**20, "cpu_s_per_hour": used / elapsed * 3600, "threads": threads}
+    return Round(used / window * 3600, rss / 2**20, lateness(config, since, until, period))
 
 
-def latency(tmp: Path, busy_s: float, tick: str) -> list[float]:
-    config = make_site(tmp / "busy", "5s", tick)
-    proc = subprocess.Popen(watchdogs(config, "run"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        time.sleep(busy_s)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(30)
-    return [started - due for due, started in runs(config) if due is not None]
-
-
-def pulse(tmp: Path, pulses: int, tick_s: float) -> dict[str, float]:
-    """The alternative: a fresh `run --once --due` every tick."""
-    config = make_site(tmp / "pulse", "1h", f"{tick_s:g}s")
-    subprocess.run(watchdogs(config, "run", "--once"), capture_output=True, check=False)  # all run once
-    cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    walls = []
-    for _ in range(pulses):  # nothing due: the idle cost of one pulse
-        t0 = time.monotonic()
-        subprocess.run(watchdogs(config, "run", "--once", "--due"), capture_output=True, check=False)
-        walls.append(time.monotonic() - t0)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    per_pulse = (after.ru_utime - cpu_before.ru_utime + after.ru_stime - cpu_before.ru_stime) / pulses
-    # Due-to-start: an item falls due uniformly within a tick; it starts at the next pulse,
-    # once the pulse process has started up (measured: its wall time with nothing due).
-    startup = statistics.median(walls)
-    return {"rss_mib": after.ru_maxrss / 1024, "cpu_s_per_pulse": per_pulse,
-            "cpu_s_per_hour": per_pulse * 3600 / tick_s, "startup_s": startup,
-            "latency_mean_s": tick_s / 2 + startup, "latency_max_s": tick_s + startup}
+def pulse(config: Path, window: float, period: float, tick: float) -> Round:
+    subprocess.run(watchdogs(config, "run", "--once"), capture_output=True, check=False)  # all on time
+    before, t0, since, rss = children_cpu(), time.monotonic(), time.time(), 0
+    n = 0
+    while time.monotonic() - t0 < window:
+        proc = subprocess.Popen(watchdogs(config, "run", "--once", "--due"), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        with_ps = psutil.Process(proc.pid)
+        while proc.poll() is None:
+            try:
+                rss = max(rss, with_ps.memory_info().rss)
+            except psutil.Error:
+                break
+            time.sleep(0.02)
+        proc.wait()
+        n += 1
+        time.sleep(max(0.0, t0 + n * tick - time.monotonic()))
+    until = time.time()
+    used = children_cpu() - before
+    return Round(used / (time.monotonic() - t0) * 3600, rss / 2**20, lateness(config, since, until, period))
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--idle", type=float, default=60.0, help="seconds of idle CPU measurement")
-    parser.add_argument("--busy", type=float, default=30.0, help="seconds with everything due every 5s")
-    parser.add_argument("--tick", type=float, default=10.0, help="[scheduler] tick, and the pulse interval")
-    parser.add_argument("--pulses", type=int, default=5)
+    parser.add_argument("--window", type=float, default=30.0, help="seconds measured per round")
+    parser.add_argument("--period", type=float, default=10.0, help="every item's period")
+    parser.add_argument("--tick", type=float, default=5.0, help="[scheduler] tick, and the pulse interval")
+    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    tick = f"{args.tick:g}s"
+    period, tick = f"{args.period:g}s", f"{args.tick:g}s"
+    out: dict[str, list[Round]] = {"resident": [], "pulse": []}
     with tempfile.TemporaryDirectory(prefix="wd-bench-") as tmp:
-        res = resident(Path(tmp), args.idle, tick)
-        lat = sorted(latency(Path(tmp), args.busy, tick))
-        alt = pulse(Path(tmp), args.pulses, args.tick)
-    q = statistics.quantiles(lat, n=100)
-    print(f"scheduler footprint: {DROPINS} drop-ins + {CHECKS} built-in disk checks, tick {tick}, "
-          f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}")
-    print(f"{'':34}{'resident scheduler':>20}{'pulse run --once --due':>26}")
-    print(f"{'RSS (MiB)':34}{res['rss_mib']:>20.1f}{alt['rss_mib']:>26.1f}")
-    print(f"{'CPU s per hour, idle':34}{res['cpu_s_per_hour']:>20.2f}{alt['cpu_s_per_hour']:>26.1f}")
-    ours = f"{q[49]:.3f} / {q[94]:.3f} / {lat[-1]:.3f}"
-    theirs = f"~{alt['latency_mean_s']:.1f} mean, {alt['latency_max_s']:.1f} max"
-    print(f"{'due->start p50 / p95 / max (s)':34}{ours:>20}{theirs:>26}")
-    print(f"(resident: {res['threads']:.0f} threads idle; {len(lat)} timed runs over {args.busy:g}s with all "
-          f"70 items due every 5s. pulse: {alt['cpu_s_per_pulse']:.2f} CPU s and {alt['startup_s']:.2f}s "
-          f"wall per pulse with nothing due, one pulse per {tick})")
+        res_cfg = make_site(Path(tmp) / "resident", period, tick)
+        pulse_cfg = make_site(Path(tmp) / "pulse", period, tick)
+
+        def run(name: str) -> float:
+            out[name].append(resident(res_cfg, args.window, args.period) if name == "resident"
+                             else pulse(pulse_cfg, args.window, args.period, args.tick))
+            return out[name][-1].cpu_h
+        interleave({"resident": lambda: run("resident"), "pulse": lambda: run("pulse")},
+                   args.rounds, warmup=0)
+    print(f"scheduler footprint: {DROPINS} drop-ins + {CHECKS} `disk` checks, each every {period}, "
+          f"tick {tick}, {args.rounds} rounds of {args.window:g}s each, interleaved; {os.cpu_count()} CPUs, "
+          f"load {os.getloadavg()[0]:.1f}")
+    figures = {}
+    for name, rounds in out.items():
+        late = [x for r in rounds for x in r.late]
+        figures[name] = (spread([r.cpu_h for r in rounds]).fmt(1, " CPU s/h", 0),
+                         spread([r.rss_mib for r in rounds]).fmt(1, " MiB", 0),
+                         spread(late).fmt(1, " s", 2) if late else "no runs")
+        cpu_s, rss, late_s = figures[name]
+        print(f"{name:9s} CPU {cpu_s} | RSS {rss} | lateness per run {late_s}")
+    cmd = ".venv/bin/python benchmarks/scheduler_footprint.py"
+    record(__file__, [Row(
+        f"resident scheduler, {DROPINS} drop-ins + {CHECKS} checks every {period}: CPU, RSS, lateness "
+        "per run (start − previous start − period)",
+        "less CPU than a pulse; lateness ≪ tick",
+        f"a `run --once --due` pulse every {tick}, interleaved",
+        f"CPU {figures['resident'][0]} vs {figures['pulse'][0]}; RSS {figures['resident'][1]} vs "
+        f"{figures['pulse'][1]}; lateness {figures['resident'][2]} vs {figures['pulse'][2]}", cmd)])
     return 0
 
 
