@@ -181,7 +181,7 @@ def main() -> int:
     record(__file__, [Row(
         f"resident scheduler, {DROPINS} drop-ins + {CHECKS} checks every {period}: CPU, RSS, lateness "
         "per run (start − previous start − period)",
-        "less CPU than a pulse; lateness ≪ tick",
+        "less CPU than a pulse; lateness ≪ tick (proposed)",
         f"a `run --once --due` pulse every {tick}, interleaved",
         f"CPU {figures['resident'][0]} vs {figures['pulse'][0]}; RSS {figures['resident'][1]} vs "
         f"{figures['pulse'][1]}; lateness {figures['resident'][2]} vs {figures['pulse'][2]}", cmd)])
