@@ -30,9 +30,10 @@ def table(results: Path) -> str:
 
 
 def main() -> int:
-    text = DOC.read_text() if DOC.exists() else "# Benchmarks\n\n"
-    if START not in text or END not in text:
-        text = text.rstrip("\n") + f"\n\n{START}\n{END}\n"
+    text = DOC.read_text() if DOC.exists() else "# Benchmarks\n"
+    if START not in text or END not in text:  # first run: the table goes under the title
+        title, _, rest = text.partition("\n")
+        text = f"{title}\n\n{START}\n{END}\n\n{rest.lstrip(chr(10))}"
     head, rest = text.split(START, 1)
     _, tail = rest.split(END, 1)
     DOC.write_text(f"{head}{START}\n{table(RESULTS)}{END}{tail}")

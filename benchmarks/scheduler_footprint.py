@@ -62,6 +62,8 @@ def starts(config: Path) -> dict[str, list[float]]:
     db = sqlite3.connect(config.parent / "state" / "state.sqlite3")
     try:
         rows = db.execute("SELECT item, started FROM sched_runs WHERE status IS NOT NULL").fetchall()
+    except sqlite3.OperationalError:
+        rows = []  # the scheduler has not made its tables yet
     finally:
         db.close()
     out: dict[str, list[float]] = {}
