@@ -126,3 +126,13 @@ def test_directory_quota_over_a_hung_mount_is_unknown_not_a_hang(tmp_path: Path,
         assert time.monotonic() - started < 10
     assert result.status is Status.UNKNOWN
     assert "filesystem not responding" in result.summary
+
+
+def test_without_gnu_find_the_check_is_unknown_and_says_why(tmp_path: Path, store: StateStore,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "project" / "sub" / "deeper" / "still").mkdir(parents=True)
+    (tmp_path / "empty-bin").mkdir()
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    result = run_disk(tmp_path, store, path="project", bytes_limit="1MiB")
+    assert result.status is Status.UNKNOWN
+    assert "GNU find is needed for the scan" in result.summary

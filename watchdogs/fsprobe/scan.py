@@ -125,9 +125,11 @@ class _Walk:
                 find_argv(starts, f"/dev/fd/{special_w}"), stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(special_w,),
                 env={**os.environ, "LC_ALL": "C"})
-        except FileNotFoundError:
+        except OSError as exc:
             os.close(special_r)
-            raise FileNotFoundError(2, "GNU find is needed for the scan", FIND) from None
+            if isinstance(exc, FileNotFoundError):
+                raise FileNotFoundError(exc.errno, "GNU find is needed for the scan", FIND) from None
+            raise
         finally:
             os.close(special_w)
         assert self.proc.stdout is not None and self.proc.stderr is not None  # PIPE asked for
