@@ -12,7 +12,8 @@ Rounds alternate (resident, pulse, resident, ...). Measured per round: CPU secon
 hour (the process and its children: drop-ins, probes), peak RSS (sampled every 20 ms for
 the pulses), and lateness: for each run in the window, the time between its start and
 the previous run's start of the same item, minus the period (0 = on time), from the run
-records in the state database.
+records in the state database; and CPU per item run, since a late variant does less work
+per hour.
 
     .venv/bin/python benchmarks/scheduler_footprint.py [--window 30] [--period 10] [--tick 5] [--rounds 5]
 """
@@ -105,6 +106,12 @@ class Round:
     cpu_h: float
     rss_mib: float
     late: list[float]
+    cpu_s: float
+
+    @property
+    def cpu_per_run(self) -> float:
+        """CPU seconds per item run: the variants may not get the same work done."""
+        return self.cpu_s / max(1, len(self.late))
 
 
 def resident(config: Path, window: float, period: float) -> Round:
@@ -123,7 +130,7 @@ def resident(config: Path, window: float, period: float) -> Round:
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
-    return Round(used / window * 3600, rss / 2**20, lateness(config, since, until, period))
+    return Round(used / window * 3600, rss / 2**20, lateness(config, since, until, period), used)
 
 
 def pulse(config: Path, window: float, period: float, tick: float) -> Round:
@@ -145,7 +152,8 @@ def pulse(config: Path, window: float, period: float, tick: float) -> Round:
         time.sleep(max(0.0, t0 + n * tick - time.monotonic()))
     until = time.time()
     used = children_cpu() - before
-    return Round(used / (time.monotonic() - t0) * 3600, rss / 2**20, lateness(config, since, until, period))
+    return Round(used / (time.monotonic() - t0) * 3600, rss / 2**20, lateness(config, since, until, period),
+                 used)
 
 
 def main() -> int:
@@ -174,7 +182,8 @@ def main() -> int:
     figures = {}
     for name, rounds in out.items():
         late = [x for r in rounds for x in r.late]
-        figures[name] = (spread([r.cpu_h for r in rounds]).fmt(1, " CPU s/h", 0),
+        figures[name] = (spread([r.cpu_h for r in rounds]).fmt(1, " CPU s/h", 0) + ", "
+                         + spread([r.cpu_per_run for r in rounds]).fmt(1000, " ms/run", 0),
                          spread([r.rss_mib for r in rounds]).fmt(1, " MiB", 0),
                          spread(late).fmt(1, " s", 2) if late else "no runs")
         cpu_s, rss, late_s = figures[name]
