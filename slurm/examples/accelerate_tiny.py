@@ -21,6 +21,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 FEATURES, HIDDEN, SAMPLES, BATCH = 16, 32, 512, 16
 
@@ -36,8 +37,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def guard_settings(items: list[str]) -> dict[str, str]:
-    settings = {}
+def guard_settings(items: list[str]) -> dict[str, Any]:
+    settings: dict[str, Any] = {}
     for item in items:
         name, sep, value = item.partition("=")
         if not sep:
@@ -54,15 +55,16 @@ def main(argv: list[str]) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import torch
-        from accelerate import Accelerator
+        from accelerate import Accelerator  # type: ignore[import-untyped]  # ships no type information
 
+        from trainguard import config_from
         from trainguard.integrations.accelerate import accelerate_guard
     torch.set_num_threads(1)                  # one thread: bit-identical reductions run to run
     torch.use_deterministic_algorithms(True)
 
     accelerator = Accelerator(cpu=True)
     # Right after the Accelerator: signals and the kill switch are trainguard's from here on.
-    guard = accelerate_guard(accelerator, **guard_settings(args.guard))
+    guard = accelerate_guard(accelerator, config_from(**guard_settings(args.guard)))
     torch.manual_seed(args.seed)
     gen = torch.Generator().manual_seed(args.seed + 1)
     x = torch.randn(SAMPLES, FEATURES, generator=gen)

@@ -25,6 +25,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from trainguard import config_from
 from trainguard.integrations.hf import TrainguardCallback, latest_checkpoint
 
 SAMPLES, SEQ, VOCAB = 256, 16, 64
@@ -43,8 +44,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def guard_settings(items: list[str]) -> dict[str, str]:
-    settings = {}
+def guard_settings(items: list[str]) -> dict[str, Any]:
+    settings: dict[str, Any] = {}
     for item in items:
         name, sep, value = item.partition("=")
         if not sep:
@@ -59,14 +60,22 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format=f"%(asctime)s rank{rank} %(levelname)s %(message)s")
     # First: from here on SIGUSR1/SIGTERM and the kill switch are trainguard's.
-    guard = TrainguardCallback(**guard_settings(args.guard))
+    guard = TrainguardCallback(config_from(**guard_settings(args.guard)))
     output_dir = Path(os.environ.get("TRAINGUARD_CHECKPOINT_DIR") or args.output_dir)
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import torch
         import transformers
-        from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainerCallback, TrainingArguments
+        from transformers import (
+            GPT2Config,
+            GPT2LMHeadModel,
+            Trainer,
+            TrainerCallback,
+            TrainerControl,
+            TrainerState,
+            TrainingArguments,
+        )
     transformers.logging.set_verbosity_error()
     torch.set_num_threads(1)                 # one thread: bit-identical reductions run to run
     torch.use_deterministic_algorithms(True)
@@ -82,13 +91,16 @@ def main(argv: list[str]) -> int:
         def __getitem__(self, i: int) -> dict[str, Any]:
             return {"input_ids": self.ids[i], "labels": self.ids[i]}
 
+    step_log, step_sleep = args.step_log, args.step_sleep
+
     class StepLog(TrainerCallback):          # the test's record: every step exactly once
-        def on_step_end(self, targs: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            if args.step_log is not None and rank == 0:
-                with open(args.step_log, "a") as log:
+        def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                        **kwargs: Any) -> None:
+            if step_log is not None and rank == 0:
+                with open(step_log, "a") as log:
                     log.write(f"step {state.global_step - 1}\n")
-            if args.step_sleep:
-                time.sleep(args.step_sleep)
+            if step_sleep:
+                time.sleep(step_sleep)
 
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
     targs = TrainingArguments(
@@ -103,6 +115,7 @@ def main(argv: list[str]) -> int:
     trainer = Trainer(model=model, args=targs, train_dataset=Tokens(), callbacks=[StepLog(), guard])
     trainer.train(resume_from_checkpoint=latest_checkpoint(output_dir))
 
+    assert trainer.model is not None
     h = hashlib.sha256()
     for tensor in trainer.model.state_dict().values():
         h.update(tensor.detach().contiguous().view(-1).view(torch.uint8).numpy().tobytes())

@@ -101,6 +101,13 @@ def prune(output_dir: str | Path, keep: int) -> None:
             shutil.rmtree(ckpt.path, ignore_errors=True)
 
 
+def _output_dir(args: TrainingArguments) -> Path:
+    if args.output_dir is None:
+        raise ValueError("TrainingArguments.output_dir is None: expected the directory of the "
+                         "Trainer's checkpoints")
+    return Path(args.output_dir)
+
+
 class TrainguardCallback(TrainerCallback):
     """Maps trainguard's decisions onto the Trainer's controls. Settings as for `Guard`
     (keyword arguments and TRAINGUARD_* variables); `checkpoint_dir` is the Trainer's
@@ -124,7 +131,7 @@ class TrainguardCallback(TrainerCallback):
             raise ValueError(f"TrainingArguments.save_total_limit = {limit}: expected None or 2 or more "
                              "(the newest checkpoint may be the one that was cut off); trainguard prunes "
                              f"to keep = {self.guard.config.keep} itself")
-        output = Path(args.output_dir)
+        output = _output_dir(args)
         cfg = self.guard.config
         if cfg.checkpoint_dir is None:
             # The requeue-loop record lives next to the checkpoints.
@@ -141,7 +148,7 @@ class TrainguardCallback(TrainerCallback):
                       "a signal may be handled twice or not at all", sig.name)
         if state.global_step > 0:   # the Trainer has loaded a checkpoint (requeue-loop record)
             step = state.global_step
-            self.guard.resumed = Checkpoint(Path(args.output_dir) / f"checkpoint-{step}", step)
+            self.guard.resumed = Checkpoint(_output_dir(args) / f"checkpoint-{step}", step)
         self.guard.resume()
 
     # ---- the poll point ------------------------------------------------------------------
@@ -165,7 +172,7 @@ class TrainguardCallback(TrainerCallback):
     def _before_save(self, args: TrainingArguments, state: TrainerState) -> None:
         # A directory of this step left by a cut-off save: the Trainer would write into it
         # and the marker would list its stale files.
-        stale = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        stale = _output_dir(args) / f"checkpoint-{state.global_step}"
         if self.guard.rank == 0 and stale.exists():
             shutil.rmtree(stale, ignore_errors=True)
         self._barrier()
@@ -174,11 +181,11 @@ class TrainguardCallback(TrainerCallback):
     def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                 **kwargs: Any) -> None:
         step = state.global_step
-        path = Path(args.output_dir) / f"checkpoint-{step}"
+        path = _output_dir(args) / f"checkpoint-{step}"
         self._barrier()                        # every rank has written its RNG state
         if self.guard.rank == 0 and path.is_dir():
             mark_complete(path, step)
-            prune(args.output_dir, self.guard.config.keep)
+            prune(path.parent, self.guard.config.keep)
         self._barrier()                        # no rank exits before the marker is written
         self.guard.record_save(step, time.monotonic() - self._save_started, path)
         decision, self._pending = self._pending, None

@@ -30,19 +30,18 @@ ACCELERATE_TINY = REPO / "slurm" / "examples" / "accelerate_tiny.py"
 FAST_FILES = ("--guard", "file_every=0.2")
 
 
-def run_local(script: Path, *args: str, cwd: Path, timeout: float = 120.0) -> subprocess.Popen[str]:
-    """The example as a local process (no SLURM_*), output in cwd/out.log."""
-    log = open(cwd / "out.log", "w")   # noqa: SIM115 - the child writes to it until it exits
-    return subprocess.Popen([PYTHON, str(script), *args], stdout=log, stderr=subprocess.STDOUT,
-                            text=True, env=train_env(), cwd=cwd)
+class Reference:
+    """An uninterrupted local run of an example, started at once (it overlaps the cluster
+    job's start-ups) and read at the end: its final weight digest."""
 
+    def __init__(self, script: Path, cwd: Path, *args: str) -> None:
+        self._proc = subprocess.Popen([PYTHON, str(script), *args], stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True, env=train_env(), cwd=cwd)
 
-def reference_digest(script: Path, tmp: Path, *args: str) -> str:
-    """The final digest of an uninterrupted local run."""
-    proc = subprocess.run([PYTHON, str(script), *args], capture_output=True, text=True, timeout=180,
-                          env=train_env(), cwd=tmp)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return digest_of(proc.stdout)
+    def digest(self) -> str:
+        out, err = self._proc.communicate(timeout=180)
+        assert self._proc.returncode == 0, err[-3000:]
+        return digest_of(out)
 
 
 def stops(log: str) -> list[tuple[int, str, int]]:
@@ -97,9 +96,11 @@ def three_warnings_and_a_save_switch(cluster: Cluster, tmp_path: Path, job: str,
 
 def heartbeat_pid(run: Path, rank: int, job: str) -> int:
     path = run / "heartbeat" / f"rank-{rank}.json"
-    record = wait_for(lambda: path.exists() and (r := json.loads(path.read_text()))["job_id"] == job
-                      and r, 90, 0.2, f"rank {rank}'s heartbeat")
-    return int(record["pid"])
+
+    def pid() -> int:
+        record = json.loads(path.read_text()) if path.exists() else {}
+        return int(record["pid"]) if record.get("job_id") == job else 0
+    return wait_for(pid, 90, 0.2, f"rank {rank}'s heartbeat")
 
 
 def two_ranks_signal_one_then_kill_switch(cluster: Cluster, tmp_path: Path, script: Path,

@@ -10,7 +10,7 @@ import pytest
 
 from tests.trainguard.integrations.hfacc_support import (
     HF_TINY,
-    reference_digest,
+    Reference,
     submit_requeue,
     three_warnings_and_a_save_switch,
     two_ranks_signal_one_then_kill_switch,
@@ -24,6 +24,8 @@ STEPS = 80
 @pytest.mark.timeout(300)
 def test_three_warnings_and_a_save_switch_end_with_the_uninterrupted_runs_weights(
         cluster: Cluster, tmp_path: Path) -> None:
+    reference = Reference(HF_TINY, tmp_path, "--steps", str(STEPS),
+                          "--output-dir", str(tmp_path / "reference"))
     job = submit_requeue(cluster, tmp_path, HF_TINY, "--steps", str(STEPS), "--step-sleep", "0.05")
     log = three_warnings_and_a_save_switch(cluster, tmp_path, job, STEPS)
     # Each run resumed from the Trainer's checkpoint of the step the previous one stopped at.
@@ -31,8 +33,7 @@ def test_three_warnings_and_a_save_switch_end_with_the_uninterrupted_runs_weight
     assert len(resumed) == 3
     checkpoints = sorted((tmp_path / "run" / "checkpoints").glob("checkpoint-*"))
     assert len(checkpoints) == 2 and all((c / "COMPLETE.json").is_file() for c in checkpoints)
-    assert digest_of(log) == reference_digest(HF_TINY, tmp_path, "--steps", str(STEPS),
-                                              "--output-dir", str(tmp_path / "reference"))
+    assert digest_of(log) == reference.digest()
 
 
 @pytest.mark.timeout(240)
