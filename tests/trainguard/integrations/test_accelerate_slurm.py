@@ -18,6 +18,7 @@ from tests.trainguard.integrations.hfacc_support import (
 from tests.trainguard.support import Cluster, digest_of
 
 pytestmark = pytest.mark.slurm
+pytest.importorskip("accelerate")
 STEPS = 200
 
 
