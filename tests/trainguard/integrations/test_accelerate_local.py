@@ -47,7 +47,7 @@ def test_a_corrupt_newest_checkpoint_falls_back_to_the_previous_through_load_sta
 
 
 def test_automatic_checkpoint_naming_is_refused(tmp_path: Path) -> None:
-    from accelerate.utils import ProjectConfiguration
+    from accelerate.utils import ProjectConfiguration  # type: ignore[import-untyped]  # no types shipped
 
     accelerator = accelerate.Accelerator(cpu=True, project_config=ProjectConfiguration(
         project_dir=str(tmp_path), automatic_checkpoint_naming=True))

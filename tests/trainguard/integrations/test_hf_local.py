@@ -6,6 +6,7 @@ import re
 import signal
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,7 +56,7 @@ def test_unmarked_trainer_checkpoints_are_an_error_not_a_silent_fresh_start(tmp_
     ({"save_total_limit": 1}, r"save_total_limit = 1: expected None or 2 or more"),
 ])
 def test_settings_that_would_fight_trainguard_are_refused_when_the_trainer_is_built(
-        tmp_path: Path, setting: dict[str, object], message: str) -> None:
+        tmp_path: Path, setting: dict[str, Any], message: str) -> None:
     from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
 
     before = signal.getsignal(signal.SIGTERM)
