@@ -169,6 +169,11 @@ class TrainguardCallback(TrainerCallback):
             control.should_training_stop = True
         self._before_save(args, state)
 
+    def on_epoch_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                     **kwargs: Any) -> None:
+        if control.should_save:                # save_strategy="epoch": the same preparation
+            self._before_save(args, state)
+
     def _before_save(self, args: TrainingArguments, state: TrainerState) -> None:
         # A directory of this step left by a cut-off save: the Trainer would write into it
         # and the marker would list its stale files.
