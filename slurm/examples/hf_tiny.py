@@ -25,8 +25,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from trainguard import config_from
-from trainguard.integrations.hf import TrainguardCallback, latest_checkpoint
+from trainguard import Guard, config_from
 
 SAMPLES, SEQ, VOCAB = 256, 16, 64
 
@@ -59,8 +58,9 @@ def main(argv: list[str]) -> int:
     rank = int(os.environ.get("RANK", "0"))
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format=f"%(asctime)s rank{rank} %(levelname)s %(message)s")
-    # First: from here on SIGUSR1/SIGTERM and the kill switch are trainguard's.
-    guard = TrainguardCallback(config_from(**guard_settings(args.guard)))
+    # First, before the seconds of `import transformers`: from here on SIGUSR1/SIGTERM and
+    # the kill switch are trainguard's.
+    guard = Guard(config_from(**guard_settings(args.guard))).start()
     output_dir = Path(os.environ.get("TRAINGUARD_CHECKPOINT_DIR") or args.output_dir)
 
     with warnings.catch_warnings():
@@ -76,6 +76,8 @@ def main(argv: list[str]) -> int:
             TrainerState,
             TrainingArguments,
         )
+
+        from trainguard.integrations.hf import TrainguardCallback, latest_checkpoint
     transformers.logging.set_verbosity_error()
     torch.set_num_threads(1)                 # one thread: bit-identical reductions run to run
     torch.use_deterministic_algorithms(True)
@@ -112,7 +114,8 @@ def main(argv: list[str]) -> int:
     torch.manual_seed(args.seed)
     model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, n_positions=SEQ,
                                        vocab_size=VOCAB, bos_token_id=0, eos_token_id=0))
-    trainer = Trainer(model=model, args=targs, train_dataset=Tokens(), callbacks=[StepLog(), guard])
+    trainer = Trainer(model=model, args=targs, train_dataset=Tokens(),
+                      callbacks=[StepLog(), TrainguardCallback(guard=guard)])
     trainer.train(resume_from_checkpoint=latest_checkpoint(output_dir))
 
     assert trainer.model is not None

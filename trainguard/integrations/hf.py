@@ -111,11 +111,19 @@ def _output_dir(args: TrainingArguments) -> Path:
 class TrainguardCallback(TrainerCallback):
     """Maps trainguard's decisions onto the Trainer's controls. Settings as for `Guard`
     (keyword arguments and TRAINGUARD_* variables); `checkpoint_dir` is the Trainer's
-    output_dir (taken from TrainingArguments when not set)."""
+    output_dir (taken from TrainingArguments when not set). `guard`: a Guard without save
+    and load functions, started before importing transformers (which takes seconds, during
+    which a signal would otherwise end the process)."""
 
-    def __init__(self, config: GuardConfig | None = None, **settings: Any) -> None:
-        cfg = config if config is not None else config_from(**settings)
-        self.guard = Guard(cfg).start()   # no save/load functions: the Trainer saves and loads
+    def __init__(self, config: GuardConfig | None = None, guard: Guard | None = None,
+                 **settings: Any) -> None:
+        if guard is not None and (config is not None or settings):
+            raise ValueError("TrainguardCallback: pass either guard= or settings, not both")
+        if guard is not None and guard.saver.enabled:
+            raise ValueError("TrainguardCallback(guard=...): expected a Guard without save/load "
+                             "functions (the Trainer saves and loads; a second save would follow)")
+        # No save/load functions: the Trainer saves and loads.
+        self.guard = (guard or Guard(config if config is not None else config_from(**settings))).start()
         self._pending: Decision | None = None
         self._save_started = 0.0
 

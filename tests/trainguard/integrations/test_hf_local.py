@@ -92,3 +92,13 @@ def test_a_sigterm_with_the_trainers_defaults_saves_once_and_exits_143(tmp_path:
     checkpoints = list((tmp_path / "out").glob("checkpoint-*"))
     assert [c.name for c in checkpoints] == [f"checkpoint-{saved[0]}"]
     assert (checkpoints[0] / "COMPLETE.json").is_file()
+
+
+def test_an_early_guard_with_its_own_save_function_is_refused(tmp_path: Path) -> None:
+    from trainguard import Guard
+
+    guard = Guard(config_from(checkpoint_dir=tmp_path, fast_exit=False, forced_exit=0),
+                  save=lambda d: None)
+    with pytest.raises(ValueError, match="without save/load functions"):
+        TrainguardCallback(guard=guard)
+    guard.finish()
