@@ -77,6 +77,16 @@ def is_complete(path: Path) -> bool:
         return False
 
 
+def mark_complete(directory: Path, step: int) -> None:
+    """fsync every file of `directory`, then write the completeness marker (also for a
+    directory a framework filled and named itself, e.g. the HF Trainer's checkpoint-N)."""
+    # Data first, marker last: after a crash the marker never names a file not on disk.
+    _fsync_tree(directory)
+    marker = {"step": step, "time": time.time(), "files": _files(directory)}
+    _write_atomically(directory / MARKER, json.dumps(marker))
+    _fsync_path(directory)
+
+
 def _write_atomically(target: Path, text: str) -> None:
     tmp = target.with_name(f".{target.name}.tmp")
     with open(tmp, "w") as handle:
@@ -144,9 +154,7 @@ class Checkpoints:
         return Checkpoint(final, step)
 
     def _commit(self, tmp: Path, final: Path, step: int) -> None:
-        marker = {"step": step, "time": time.time(), "files": _files(tmp)}
-        _write_atomically(tmp / MARKER, json.dumps(marker))
-        _fsync_tree(tmp)
+        mark_complete(tmp, step)
         old = final.with_name(f".old-{final.name}")
         if final.exists():
             shutil.rmtree(old, ignore_errors=True)

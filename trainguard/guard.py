@@ -240,11 +240,7 @@ class Guard:
         if decision.save and self.saver.problem:
             decision = lifecycle.without_save(decision, step, self.saver.problem)
         action = decision.action
-        if action.stop and self.forced is not None:
-            # Covers a save or a teardown that hangs (a peer died mid-collective).
-            term = 1 << signal.SIGTERM if decision.cause is Cause.TERMINATE else 0
-            self.forced.arm(self._forced_timeout(term)[0], action.exit_code,
-                            f"stopping ({decision.cause.label})")
+        self.arm_forced_exit(decision)
         if decision.save:
             self.save(step)
         elif action.stop and not self.saver.problem:
@@ -260,6 +256,15 @@ class Guard:
         lifecycle.log_stop_line(decision, step)
         self._stop(action.exit_code, step, requeue=action.requeue and self.config.self_requeue)
 
+    def arm_forced_exit(self, decision: Decision) -> None:
+        """Start the forced-exit timer for a stop (act() does it; an integration whose
+        framework saves on its own calls it before that save). Covers a save or a teardown
+        that hangs (a peer died mid-collective)."""
+        if decision.action.stop and self.forced is not None:
+            term = 1 << signal.SIGTERM if decision.cause is Cause.TERMINATE else 0
+            self.forced.arm(self._forced_timeout(term)[0], decision.action.exit_code,
+                            f"stopping ({decision.cause.label})")
+
     def save(self, step: int) -> Checkpoint | None:
         """Save and commit checkpoint `step` now (also for the training's periodic saves, so
         the guard knows how long a save takes). Saves each step at most once."""
@@ -267,10 +272,19 @@ class Guard:
             return None
         self._beat(step, "saving")
         ckpt, elapsed = self.saver.save(step)
-        self._beat(step, "train")
-        log.info("trainguard: saved step %d in %.3f s to %s", step, elapsed, ckpt.path)
-        self._last_tick = self._clock()   # the save is not a training step
+        self._saved(step, elapsed, ckpt.path)
         return ckpt
+
+    def record_save(self, step: int, elapsed: float, path: Path) -> None:
+        """A save of `step` that a framework made itself (the HF Trainer's checkpoint-N):
+        it feeds the save-time estimate, the heartbeat and the log as the guard's own do."""
+        self.saver.record(step, elapsed)
+        self._saved(step, elapsed, path)
+
+    def _saved(self, step: int, elapsed: float, path: Path) -> None:
+        self._beat(step, "train")
+        log.info("trainguard: saved step %d in %.3f s to %s", step, elapsed, path)
+        self._last_tick = self._clock()   # the save is not a training step
 
     @property
     def save_time(self) -> float:

@@ -50,12 +50,16 @@ class Saver:
         assert self.checkpoints is not None and self.writer is not None
         start = self._clock()
         ckpt = self.checkpoints.save(step, self.writer, self.all_ranks)
-        self.saved_step = step
         elapsed = self._clock() - start
+        self.record(step, elapsed)
+        return ckpt, elapsed
+
+    def record(self, step: int, elapsed: float) -> None:
+        """`step` was saved in `elapsed` s (here, or by a framework's own save)."""
+        self.saved_step = step
         # The newest timing, but a fast save after a slow one only lowers the estimate slowly.
         self.save_time = max(elapsed, 0.8 * self.save_time) if self.margin.measured else elapsed
         self.margin = Margin(self.save_time, self.margin.safety, self.margin.steps_before_decision, True)
-        return ckpt, elapsed
 
     def save_alone(self, step: int, rank: int, distributed: bool) -> Checkpoint | None:
         """After an exception on this rank (its peers are elsewhere): rank 0 saves without

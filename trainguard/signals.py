@@ -68,5 +68,10 @@ class SignalFlag:
             signal.signal(sig, previous if previous is not None else signal.SIG_DFL)
         self._previous.clear()
 
+    def owned(self) -> list[signal.Signals]:
+        """The signals whose handler is still this flag's (another library may have
+        replaced it since `install()`)."""
+        return [s for s in self.signals if signal.getsignal(s) == self._handler]
+
     def received(self) -> list[signal.Signals]:
         return [s for s in signal.Signals if self.pending & (1 << s)]
