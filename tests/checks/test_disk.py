@@ -55,7 +55,7 @@ def test_bytes_past_warn_then_past_crit(tmp_path: Path, store: StateStore, small
     fill(small_fs / "data", int(3.4 * MiB))
     warned = run_disk(tmp_path, store, path="fs")
     assert warned.status is Status.WARNING
-    assert "bytes 3.4MiB of 4.0MiB used (85%) WARNING" in warned.summary and "[statvfs]" in warned.summary
+    assert "bytes 3.4 MiB of 4.0 MiB used (85 %) WARNING" in warned.summary and "[statvfs]" in warned.summary
     fill(small_fs / "data", int(0.4 * MiB))
     assert run_disk(tmp_path, store, path="fs").status is Status.CRITICAL
 
@@ -66,8 +66,8 @@ def test_inodes_past_warn_then_past_crit_with_bytes_fine(tmp_path: Path, store: 
         (small_fs / f"f{i}").touch()
     warned = run_disk(tmp_path, store, path="fs")
     assert warned.status is Status.WARNING
-    assert "inodes 166 of 200 used (83%) WARNING" in warned.summary
-    assert "bytes 0B of 4.0MiB used (0%);" in warned.summary
+    assert "inodes 166 of 200 used (83 %) WARNING" in warned.summary
+    assert "bytes 0 B of 4.0 MiB used (0 %);" in warned.summary
     for i in range(165, 185):
         (small_fs / f"f{i}").touch()
     assert run_disk(tmp_path, store, path="fs").status is Status.CRITICAL
@@ -77,7 +77,7 @@ def test_usable_share_and_absolute_levels(tmp_path: Path, store: StateStore, sma
     fill(small_fs / "data", int(2.8 * MiB))
     assert run_disk(tmp_path, store, path="fs").status is Status.OK  # 70% of 4 MiB
     usable = run_disk(tmp_path, store, path="fs", usable="80%")
-    assert usable.status is Status.WARNING and "of 3.2MiB used (88%)" in usable.summary
+    assert usable.status is Status.WARNING and "of 3.2 MiB used (88 %)" in usable.summary
     absolute = run_disk(tmp_path, store, path="fs", warn="1MiB", crit="2MiB")
     assert absolute.status is Status.CRITICAL
 
@@ -91,7 +91,7 @@ def test_forecast_from_history_says_when_full_and_warns_ahead(tmp_path: Path, st
         run_disk(tmp_path, store, now=now - timedelta(hours=hours_ago), **opts)
     fill(small_fs / "data", 1 * MiB)
     result = run_disk(tmp_path, store, now=now, **opts)
-    assert "bytes full in ~10.0 hours at the last 24 h rate" in result.summary
+    assert "bytes full in ~10 h 00 min at the rate of the last 1 d 00 h" in result.summary
     assert result.status is Status.WARNING  # 75% used: only the forecast warns
 
 
@@ -104,11 +104,11 @@ def test_room_for_more_checkpoints_measured_from_the_newest(tmp_path: Path, stor
     fill(ckpt / "step-200" / "model.pt", 512 * 1024)
     result = run_disk(tmp_path, store, path="fs", checkpoint_dir="fs/ckpt")
     # 512 KiB of data plus the folder entry itself, as du counts it
-    assert re.search(r"room for 2 more checkpoints of 512\.\dKiB", result.summary)
+    assert re.search(r"room for 2 more checkpoints of 512\.\d KiB", result.summary)
     fill(ckpt / "step-200" / "optim.pt", 1200 * 1024)
     full = run_disk(tmp_path, store, path="fs", checkpoint_dir="fs/ckpt", warn="99%", crit="100%")
     assert full.status is Status.CRITICAL
-    assert "no room for another checkpoint of 1.7MiB" in full.summary
+    assert "no room for another checkpoint of 1.7 MiB" in full.summary
 
 
 def make_tree(root: Path) -> None:
@@ -159,7 +159,7 @@ def test_directory_quota_is_measured_by_scanning(tmp_path: Path, store: StateSto
     fill(data / "a", 900 * 1024)
     result = run_disk(tmp_path, store, path="project", bytes_limit="1MiB", count="apparent")
     assert result.status is Status.WARNING
-    assert "[scan]" in result.summary and "(88%)" in result.summary
+    assert "[scan]" in result.summary and "(88 %)" in result.summary
 
 
 @pytest.mark.timeout(60)
@@ -185,7 +185,7 @@ def test_lfs_source_reads_the_quota_tool(tmp_path: Path, store: StateStore,
     monkeypatch.setenv("PATH", f"{shim}:{os.environ['PATH']}")
     result = run_disk(tmp_path, store, path="/lustre", source="lfs", user="alice")
     assert result.status is Status.CRITICAL  # 4.5 GiB of a 5 GiB soft limit
-    assert "bytes 4.5GiB of 5.0GiB used (90%) CRITICAL" in result.summary
+    assert "bytes 4.5 GiB of 5.0 GiB used (90 %) CRITICAL" in result.summary
     assert "[lfs]" in result.summary
 
 

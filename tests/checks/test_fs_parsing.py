@@ -88,7 +88,7 @@ def test_forecast_on_a_steady_history() -> None:
     assert found is not None
     assert found.rate == pytest.approx(2.0 / 3600)
     assert found.seconds_to_full == pytest.approx(51 * 3600)
-    assert found.describe() == "full in ~2.1 days at the last 24 h rate"
+    assert found.describe() == "full in ~2 d 03 h at the rate of the last 1 d 00 h"
 
 
 def test_forecast_ignores_what_is_older_than_the_window() -> None:
@@ -97,7 +97,7 @@ def test_forecast_ignores_what_is_older_than_the_window() -> None:
     flat = [(now - h * 3600, 80.0) for h in range(12)]
     found = forecast(old_spike + flat, capacity=100.0, now=now)
     assert found is not None and found.seconds_to_full is None
-    assert found.describe() == "not growing at the last 24 h rate"
+    assert found.describe() == "not growing at the rate of the last 1 d 00 h"
 
 
 def test_forecast_through_noise_and_when_already_full() -> None:

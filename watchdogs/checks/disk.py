@@ -20,7 +20,8 @@ from watchdogs.fsprobe.forecast import DAY, Forecast, forecast
 from watchdogs.fsprobe.scan import DEFAULT_WORKERS
 from watchdogs.result import CheckResult, Metric, Status, worst
 from watchdogs.slurmctl.users import current_user
-from watchdogs.units import format_size
+from watchdogs.humanize import count, percent
+from watchdogs.humanize import size as format_size
 
 SOURCES = ("auto", "statvfs", "scan", "lfs", "mmlsquota", "quota")
 HISTORY_DDL = (
@@ -163,10 +164,7 @@ def _capacity(total: float | None, usable: float) -> float | None:
 
 
 def _count(value: float) -> str:
-    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if value >= scale:
-            return f"{value / scale:.1f}{unit}"
-    return f"{value:.0f}"
+    return count(round(value))
 
 
 def _describe(label: str, used: float | None, capacity: float | None, status: Status,
@@ -175,7 +173,7 @@ def _describe(label: str, used: float | None, capacity: float | None, status: St
         return ""
     text = f"{label} {fmt(used)} used"
     if capacity:
-        text = f"{label} {fmt(used)} of {fmt(capacity)} used ({100 * used / capacity:.0f}%)"
+        text = f"{label} {fmt(used)} of {fmt(capacity)} used ({percent(used, capacity)})"
     return text if status is Status.OK else f"{text} {status.name}"
 
 

@@ -28,7 +28,7 @@ from watchdogs.fsprobe.bounded import probe
 from watchdogs.result import CheckResult, Status, worst
 from watchdogs.slurmctl.jobstatus import RUNNING, UNKNOWN, Assessment
 from watchdogs.slurmctl.snapshot import SLURM_TIMEOUT_S
-from watchdogs.units import format_duration
+from watchdogs.humanize import duration as format_duration
 
 MEMORY = "check.log_stale"
 ACTED = "check.log_stale.hung_action"
@@ -80,7 +80,7 @@ class LogStaleCheck(WatchesLinkedJob, Check):
         if self.opts.get("path") is not None:
             verdicts.extend(self._log(ctx, since))
         if self.opts.get("heartbeats") is not None:
-            verdicts.append(self._heartbeats(ctx, since, job))
+            verdicts.extend(self._heartbeats(ctx, since, job))
         return self._combine(verdicts, job)
 
     def _combine(self, verdicts: list[staleness.Verdict], job: Assessment | None) -> CheckResult:
@@ -125,12 +125,17 @@ class LogStaleCheck(WatchesLinkedJob, Check):
         return staleness.judge_progress(previous, current, now, self.opts["max_age"], since)
 
     def _heartbeats(self, ctx: TickContext, since: float | None,
-                    job: Assessment | None) -> staleness.Verdict:
+                    job: Assessment | None) -> list[staleness.Verdict]:
         folder = str(self.opts["heartbeats"])
         records = probe("heartbeats", {"directory": folder}, self.opts["probe_timeout"], folder)
-        # A `hung` record older than this run's start is the previous run's (same job id).
+        # A `hung` record or a problem older than this run's start is the previous run's.
         beats = [b for b in map(Heartbeat.from_dict, records)
                  if b.phase != "hung" or since is None or b.time >= since]
+        problem = staleness.judge_problems([b for b in beats if since is None or b.time >= since])
+        return [self._liveness(ctx, beats, since, job, folder), *([problem] if problem else [])]
+
+    def _liveness(self, ctx: TickContext, beats: list[Heartbeat], since: float | None,
+                  job: Assessment | None, folder: str) -> staleness.Verdict:
         now, job_id = ctx.now.timestamp(), _running_id(job)
         hung = hangs.hung_now(beats, now, job_id)
         if hung is not None:

@@ -8,6 +8,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from watchdogs.humanize import duration
+
 DAY = 86400.0
 
 
@@ -21,14 +23,12 @@ class Forecast:
     span: float
 
     def describe(self, window: float = DAY) -> str:
-        hours = f"{window / 3600:g} h"
+        hours = duration(window)
         if self.seconds_to_full is None:
-            return f"not growing at the last {hours} rate"
+            return f"not growing at the rate of the last {hours}"
         if self.seconds_to_full <= 0:
             return "full"
-        days = self.seconds_to_full / DAY
-        when = f"~{days:.1f} days" if days >= 1 else f"~{self.seconds_to_full / 3600:.1f} hours"
-        return f"full in {when} at the last {hours} rate"
+        return f"full in ~{duration(self.seconds_to_full)} at the rate of the last {hours}"
 
 
 def fit_rate(points: Sequence[tuple[float, float]]) -> float | None:

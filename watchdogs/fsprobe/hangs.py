@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from trainguard.hang_record import HangEvent, describe, first_to_stop
 from trainguard.heartbeat import Heartbeat
 from watchdogs.fsprobe.staleness import Verdict
+from watchdogs.humanize import duration, ordinal
 from watchdogs.result import Status
 
 DAY = 86400.0
@@ -39,7 +40,7 @@ def hung_now(beats: Sequence[Heartbeat], now: float, job_id: str | None) -> Verd
 def _stuck(beat: Heartbeat) -> str:
     host = f" ({beat.host})" if beat.host else ""
     frames = " <- ".join(beat.frames[:2]) or "an unknown place"
-    return f"rank {beat.rank}{host} stuck in {frames} for {beat.stalled_for:.0f} s"
+    return f"rank {beat.rank}{host} stuck in {frames} for {duration(beat.stalled_for)}"
 
 
 @dataclass(frozen=True)
@@ -81,14 +82,10 @@ def recent_hang(events: Sequence[HangEvent], now: float, window: float) -> Verdi
         frames = " <- ".join(event.frames[:2]) or "an unknown place"
         parts.append(f"rank {event.rank} ({event.host}) stuck in {frames}")
     restart = f"step {head.checkpoint}" if head.checkpoint >= 0 else "the start (no checkpoint yet)"
-    parts.append(f"{head.action}; restarts from {restart}; {_ordinal(nth)} hang in 24 h")
+    parts.append(f"{head.action}; restarts from {restart}; {ordinal(nth)} hang in 24 h")
     if head.report:
         parts.append(f"report {head.report}")
     details = tuple(f"rank {e.rank}: {e.report}" for e in last.events if e.report)
     return Verdict(Status.CRITICAL, "; ".join(parts), details,
                    fingerprint=f"hang:{last.job_id}:{last.restart}")
 
-
-def _ordinal(n: int) -> str:
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"

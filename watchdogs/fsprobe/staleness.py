@@ -9,10 +9,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from trainguard.heartbeat import BUSY_PHASES, Heartbeat
 from watchdogs.result import Status
-from watchdogs.units import format_duration
+from watchdogs.humanize import duration as format_duration
+from watchdogs.humanize import moment
 
 
 @dataclass(frozen=True)
@@ -32,7 +34,7 @@ class Progress:
 
 def file_age(path: str, mtime: float, now: float, max_age: float, since: float | None) -> Verdict:
     age = now - max(mtime, since or 0.0)
-    written = f"{path} last written {format_duration(now - mtime)} ago"
+    written = f"{path} last written {format_duration(now - mtime)} ago ({_at(mtime)})"
     if age > max_age:
         return Verdict(Status.CRITICAL, f"hung? {written} (max_age {format_duration(max_age)})",
                        fingerprint=f"log:{path}")
@@ -68,9 +70,15 @@ def judge_progress(previous: Progress | None, current: Progress, now: float, max
     if stuck > max_age:
         return Verdict(Status.CRITICAL, f"hung? progress stuck at {shown} for "
                                         f"{format_duration(now - current.changed_at)} "
-                                        f"(max_age {format_duration(max_age)})",
+                                        f"(since {_at(current.changed_at)}; "
+                                        f"max_age {format_duration(max_age)})",
                        fingerprint=f"log:{current.path}")
     return Verdict(Status.OK, f"progress {shown}")
+
+
+def _at(timestamp: float) -> str:
+    """A Unix time as people read it: date, time and this host's time zone."""
+    return moment(datetime.fromtimestamp(timestamp).astimezone())
 
 
 def _ranks(ranks: Sequence[int]) -> str:
@@ -102,14 +110,16 @@ def judge_heartbeats(beats: Sequence[Heartbeat], now: float, max_age: float,
     if stale and not fresh:
         last = max(b.time for b in stale)
         return Verdict(Status.CRITICAL, f"hung? all {len(stale)} ranks silent for "
-                                        f"{format_duration(now - last)} (last step {top})", details,
+                                        f"{format_duration(now - last)} (since {_at(last)}, last step "
+                                        f"{top})", details,
                        fingerprint="ranks:all")
     if stale:
         worst = min(stale, key=lambda b: b.step)
         others = [b for b in fresh if b.rank != worst.rank]
         reached = max(b.step for b in others) if others else top
         summary = (f"hung? {_ranks([b.rank for b in stale])} stuck at step {worst.step} (last beat "
-                   f"{format_duration(now - worst.time)} ago) while {_ranks([b.rank for b in others])}"
+                   f"{format_duration(now - worst.time)} ago, {_at(worst.time)}) "
+                   f"while {_ranks([b.rank for b in others])}"
                    f" reached {reached}")
         return Verdict(Status.CRITICAL, summary, details,
                        fingerprint="ranks:" + ",".join(str(b.rank) for b in stale))
@@ -118,3 +128,31 @@ def judge_heartbeats(beats: Sequence[Heartbeat], now: float, max_age: float,
     return Verdict(Status.OK, f"{len(beats)} ranks alive at step {top} (slowest rank {slowest.rank} "
                               f"at {slowest.step}), last beat {format_duration(now - newest)} ago",
                    details)
+
+
+def problem_kind(problem: str) -> str:
+    """What kind of set-up problem a heartbeat reports, for the fingerprint: the text names
+    a folder and an errno, which may change between runs; the kind does not."""
+    return "cannot-save" if "checkpoint folder" in problem else "setup"
+
+
+def judge_problems(beats: Sequence[Heartbeat]) -> Verdict | None:
+    """A problem the guard found in the training's own set-up (trainguard writes it into
+    every rank's heartbeat). No checkpoint can be written: CRITICAL, because the next
+    preemption, time limit or stop request ends the training with no checkpoint and no
+    requeue (work since the last save is lost). Another problem: WARNING."""
+    troubled = [b for b in beats if b.problem]
+    if not troubled:
+        return None
+    kinds = sorted({problem_kind(b.problem) for b in troubled})
+    first = troubled[0]
+    where = _ranks([b.rank for b in troubled])
+    if "cannot-save" in kinds:
+        summary = (f"training cannot save: {first.problem} ({where}); a preemption, time limit or "
+                   f"stop request will end it without a checkpoint and without requeue")
+        status = Status.CRITICAL
+    else:
+        summary = f"training set-up problem: {first.problem} ({where})"
+        status = Status.WARNING
+    details = tuple(f"rank {b.rank}: {b.problem}" for b in troubled if b.problem != first.problem)
+    return Verdict(status, summary, details, fingerprint="problem:" + ",".join(kinds))

@@ -11,6 +11,7 @@ from watchdogs.config.options import Limit
 from watchdogs.fsprobe import quota
 from watchdogs.fsprobe.bounded import FsError, FsNotResponding, probe, run_bounded
 from watchdogs.fsprobe.mounts import MOUNTINFO, Mount, mount_of, parse_mountinfo
+from watchdogs.humanize import count, duration
 from watchdogs.result import Status
 
 
@@ -47,7 +48,7 @@ def scan_usage(path: str, timeout: float, time_limit: float, workers: int, appar
     """The du fallback. The child stops itself at `time_limit`; `timeout` is the hard stop."""
     r = probe("scan", {"root": path, "time_limit": time_limit, "workers": workers}, timeout, path)
     used = r["apparent_bytes"] if apparent else r["allocated_bytes"]
-    note = f"scan of {r['inodes']} inodes in {r['elapsed']:.1f}s"
+    note = f"scan of {count(r['inodes'])} inodes in {duration(r['elapsed'])}"
     if r["errors"]:
         note += f", {r['errors']} unreadable"
     return Usage("scan", used, None, r["inodes"], None, r["complete"], note)
