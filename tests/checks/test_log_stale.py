@@ -3,8 +3,8 @@ heartbeats, a queued job's log not judged, and a hung mount answered in bounded 
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import time
 from datetime import datetime, timedelta
 from pathlib import Path

@@ -18,10 +18,10 @@ from watchdogs.fsprobe import usage as fs
 from watchdogs.fsprobe.bounded import probe
 from watchdogs.fsprobe.forecast import DAY, Forecast, forecast
 from watchdogs.fsprobe.scan import DEFAULT_WORKERS
-from watchdogs.result import CheckResult, Metric, Status, worst
-from watchdogs.slurmctl.users import current_user
 from watchdogs.humanize import count, percent
 from watchdogs.humanize import size as format_size
+from watchdogs.result import CheckResult, Metric, Status, worst
+from watchdogs.slurmctl.users import current_user
 
 SOURCES = ("auto", "statvfs", "scan", "lfs", "mmlsquota", "quota")
 HISTORY_DDL = (

@@ -25,10 +25,10 @@ from watchdogs.config.options import Option, choice, duration, path, regex, size
 from watchdogs.errors import SlurmError
 from watchdogs.fsprobe import hangs, staleness
 from watchdogs.fsprobe.bounded import probe
+from watchdogs.humanize import duration as format_duration
 from watchdogs.result import CheckResult, Status, worst
 from watchdogs.slurmctl.jobstatus import RUNNING, UNKNOWN, Assessment
 from watchdogs.slurmctl.snapshot import SLURM_TIMEOUT_S
-from watchdogs.humanize import duration as format_duration
 
 MEMORY = "check.log_stale"
 ACTED = "check.log_stale.hung_action"

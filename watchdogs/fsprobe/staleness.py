@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from trainguard.heartbeat import BUSY_PHASES, Heartbeat
-from watchdogs.result import Status
 from watchdogs.humanize import duration as format_duration
 from watchdogs.humanize import moment
+from watchdogs.result import Status
 
 
 @dataclass(frozen=True)
