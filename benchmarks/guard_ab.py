@@ -25,6 +25,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from _stats import Row, record, spread  # noqa: E402 - after the path set-up above
 
 
 def baseline_package(rev: str, into: Path) -> str:
@@ -89,6 +90,15 @@ def main() -> int:
         if name != "bare":
             extra = [v - bare for v in values]
             print(f"{name:12} {min(extra):6.0f} {statistics.median(extra):7.0f} {max(extra):6.0f}")
+    extra_of = {name: spread([v - b for v, b in zip(samples[name], samples["bare"], strict=True)])
+                for name in ("this step", "base step")}
+    record(__file__, [Row(
+        f"guard `step()` extra per step, this tree against {args.baseline} (every feature on)",
+        "no slower than the baseline revision",
+        f"`trainguard/` of {args.baseline} in the same process; bare loop; interleaved",
+        f"this {extra_of['this step'].fmt(digits=0, unit=' ns')} vs {args.baseline} "
+        f"{extra_of['base step'].fmt(digits=0, unit=' ns')}",
+        f".venv/bin/python benchmarks/guard_ab.py --baseline {args.baseline} --repeats {args.repeats}")])
     return 0
 
 

@@ -30,6 +30,8 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
+from _stats import Row, record, spread
+
 REPO = Path(__file__).resolve().parents[1]
 BIN = str(Path(sys.executable).parent)
 BUDGET, GRACE = 2.0, 1.0
@@ -126,6 +128,15 @@ def main() -> int:
     for i, label in enumerate(("detect", "exit", "alert")):
         values = [r[i] for r in results]
         print(f"{label:8} {min(values):6.1f} {statistics.median(values):7.1f} {max(values):6.1f}")
+    detect, leave, alert = (spread([r[i] for r in results]) for i in range(3))
+    record(__file__, [Row(
+        f"a frozen rank (SIGSTOP) of 2 gloo ranks on 2 nodes, hang floor {BUDGET:g} s, grace {GRACE:g} s: "
+        "seconds to the HANG log line, to every rank gone, to the alert",
+        f"detect ≤ floor + one look ({BUDGET + 0.25:g} s); alert before the job's time limit",
+        "no watchdog: the job sits until its time limit (gloo's collective timeout: 30 min), no one told",
+        f"detect {detect.fmt(unit=' s', digits=1)}; exit {leave.fmt(unit=' s', digits=1)}; "
+        f"alert {alert.fmt(unit=' s', digits=1)}",
+        f"SLURM_CONF=... .venv/bin/python benchmarks/hang_detect.py --samples {args.samples}")])
     return 0
 
 

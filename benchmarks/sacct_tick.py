@@ -26,6 +26,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from _stats import Row, record, spread
+
 from watchdogs.slurmctl.runner import run_slurm
 from watchdogs.slurmctl.sacct import run_sacct
 
@@ -113,6 +115,15 @@ def main() -> None:
     base = statistics.median(r[0] for r in results[next(iter(variants))])
     alt = statistics.median(r[0] for r in results[list(variants)[1]])
     print(f"\nmedian wall: per-check / batched = {alt / base:.1f}x")
+    (one, many) = ([spread([r[k] for r in results[name]]) for k in range(3)] for name in variants)
+    record(__file__, [Row(
+        f"a tick's accounting query for {CHECKS} `job` checks, {len(jobs)} finished jobs in "
+        "slurmdbd + MariaDB",
+        "1 sacct per tick", f"one sacct per check ({CHECKS} calls), interleaved",
+        f"wall {one[0].fmt(1e3, ' ms', 0)} vs {many[0].fmt(1e3, ' ms', 0)}; sacct CPU "
+        f"{one[1].fmt(1e3, ' ms', 1)} vs {many[1].fmt(1e3, ' ms', 1)}; slurmdbd+mariadb CPU "
+        f"{one[2].fmt(1e3, ' ms', 0)} vs {many[2].fmt(1e3, ' ms', 0)}",
+        "SLURM_CONF=... .venv/bin/python benchmarks/sacct_tick.py")])
 
 
 if __name__ == "__main__":

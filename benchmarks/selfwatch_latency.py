@@ -38,6 +38,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.notifiers.fakes
 
+from _stats import Row, record, spread  # noqa: E402 - after the path fix
+
 from tests.notifiers.fakes import FakeHTTP, SmtpServer  # noqa: E402 - after the path fix
 
 TIMEOUT_S = 60.0
@@ -213,6 +215,13 @@ def main() -> None:
     print(f"{'alive-ping gap':<15} {min(gaps):7.2f} {statistics.median(gaps):7.2f} {max(gaps):7.2f}   "
           "largest gap between alive pings (heartbeat_every = 1s); a killed chain is paged after "
           "this + the service's grace")
+    figures = "; ".join(f"{name} {spread(values).fmt(unit=' s')}" for name, values in samples.items())
+    record(__file__, [Row(
+        "the watchdog's own failures (config broken, channel secret unsafe, state disk full, corrupt "
+        "state database, config broken → deadman /fail): failure → message, real `watchdogs run`",
+        "a message within a few ticks", "main: no message at all (silence or a crash loop)",
+        f"{figures}; largest alive-ping gap {spread(gaps).fmt(unit=' s')}",
+        f"sudo .venv/bin/python benchmarks/selfwatch_latency.py --repeat {args.repeat}")])
 
 
 if __name__ == "__main__":
