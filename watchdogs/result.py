@@ -12,6 +12,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from watchdogs.humanize import exit_status
+
 
 class Status(enum.IntEnum):
     OK = 0
@@ -127,7 +129,11 @@ def parse_plugin_output(exit_code: int, output: str) -> CheckResult:
             long_perf.append(more)
     metrics = parse_perfdata(" ".join([perf, *long_perf]))
     status = Status.from_exit_code(exit_code)
-    summary = summary.strip() or f"no output (exit code {exit_code})"
-    if status is Status.UNKNOWN and exit_code != 3:
-        summary = f"exit code {exit_code}: {summary}"
+    said = exit_status(exit_code)
+    if not summary.strip():
+        summary = f"no output ({said})"
+    elif status is Status.UNKNOWN and exit_code != 3:
+        summary = f"{said}: {summary.strip()}"
+    else:
+        summary = summary.strip()
     return CheckResult(status, summary, tuple(d for d in details if d), metrics)

@@ -85,9 +85,11 @@ def test_heartbeats_name_the_rank_left_behind_and_spare_busy_ranks(tmp_path: Pat
     assert ok.status is Status.OK and "3 ranks alive at step 1450" in ok.summary
     assert any("rank 2 saving at step 1200" in d for d in ok.details)
     write_heartbeat(beats, 2, 1200, "train", now=now - 900)
-    stuck = tick(config, store)[0]["hung"]
+    stuck = tick(config, store, now=datetime.fromtimestamp(now).astimezone())[0]["hung"]
     assert stuck.status is Status.CRITICAL
-    assert "rank 2 stuck at step 1200 (last beat 15 min 00 s ago, " in stuck.summary, stuck.summary
+    beat_at = datetime.fromtimestamp(now - 900).astimezone().strftime("%Y-%m-%d %H:%M %Z")
+    assert f"rank 2 stuck at step 1200 (last beat 15 min 00 s ago, {beat_at})" in stuck.summary, \
+        stuck.summary
     assert ") while ranks 0-1 reached 1450" in stuck.summary
 
 
@@ -134,7 +136,7 @@ def test_hung_mount_is_unknown_not_responding_within_the_probe_timeout(tmp_path:
         result = tick(config, store)[0]["hung"]
         assert time.monotonic() - started < 10
     assert result.status is Status.UNKNOWN
-    assert "filesystem not responding (no answer within 2s)" in result.summary
+    assert "filesystem not responding (no answer within 2 s)" in result.summary
 
 
 @pytest.mark.slurm

@@ -8,7 +8,7 @@ def test_plugin_exit_codes_map_to_statuses_and_others_are_unknown() -> None:
     assert parse_plugin_output(2, "bad").status is Status.CRITICAL
     odd = parse_plugin_output(127, "sh: not found")
     assert odd.status is Status.UNKNOWN
-    assert "exit code 127" in odd.summary
+    assert odd.summary == "exit 127: sh: not found"
 
 
 def test_first_line_is_summary_and_perfdata_follows_the_bar() -> None:
@@ -26,7 +26,9 @@ def test_first_line_is_summary_and_perfdata_follows_the_bar() -> None:
 
 
 def test_empty_output_still_gives_a_summary() -> None:
-    assert parse_plugin_output(1, "").summary == "no output (exit code 1)"
+    assert parse_plugin_output(1, "").summary == "no output (exit 1)"
+    killed = parse_plugin_output(137, "").summary
+    assert killed == "no output (exit 137 (a process killed by signal 9 (KILL)))"
 
 
 def test_render_round_trips_through_the_parser() -> None:

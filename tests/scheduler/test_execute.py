@@ -44,7 +44,7 @@ def test_nagios_output_gives_status_summary_and_metrics(tmp_path: Path) -> None:
 def test_exit_code_outside_nagios_range_is_unknown(tmp_path: Path) -> None:
     result = run(tmp_path, "echo oops\nexit 7")[0].run()
     assert result is not None and result.status is Status.UNKNOWN
-    assert result.summary == "exit code 7: oops"
+    assert result.summary == "exit 7: oops"
 
 
 def test_crash_without_stdout_is_summarised_from_stderr(tmp_path: Path) -> None:
@@ -61,7 +61,7 @@ def test_hung_dropin_and_its_children_are_killed_at_the_timeout(tmp_path: Path) 
     result = proc.run()
     assert time.monotonic() - started < 5
     assert result is not None and result.status is Status.CRITICAL
-    assert result.summary == "killed after 1s (timeout): process group terminated"
+    assert result.summary == "killed after 1 s (timeout): process group terminated"
     child = int(pidfile.read_text())
     wait_for(lambda: not alive(child), timeout=5, what="the drop-in's child to be gone")
 

@@ -75,7 +75,7 @@ def test_hung_check_is_unknown_and_not_started_again_while_stuck(site: Site, pro
         wait_for(lambda: sink.items().count("stuck") >= 3, timeout=10)
         fine_runs = sink.items().count("fine")
     stuck = [o.result.summary for batch in sink.handled for o in batch if o.item == "stuck"]
-    assert stuck[0] == "did not finish within 1s"
+    assert stuck[0] == "did not finish within 1 s"
     assert all("has not returned; not started again" in s for s in stuck[1:])
     assert [name for name, _ in probe.runs].count("stuck") == 1  # one thread stuck, not one per period
     assert fine_runs >= 2  # the others went on

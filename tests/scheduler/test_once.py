@@ -50,7 +50,7 @@ def test_hung_dropin_is_killed_at_its_timeout_and_reported(site: Site) -> None:
     done = site.watchdogs("run", "--once")
     assert time.monotonic() - started < 8
     assert done.returncode == 2
-    assert "CRITICAL cron.hourly/hang: killed after 1s (timeout): process group terminated" in done.stdout
+    assert "CRITICAL cron.hourly/hang: killed after 1 s (timeout): process group terminated" in done.stdout
     assert "OK       cron.hourly/quick: quick" in done.stdout
 
 

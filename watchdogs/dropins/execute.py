@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
-from watchdogs import units
+from watchdogs import humanize
 from watchdogs.result import CheckResult, Status, parse_plugin_output
 
 KILL_GRACE_S = 5.0
@@ -99,14 +99,14 @@ class DropInProcess:
         if self._why == TIMEOUT:
             # A hung check usually means a hung mount or daemon: CRITICAL, as Nagios Core
             # reports a plugin timeout by default (service_check_timeout_state=c).
-            return CheckResult(Status.CRITICAL, f"killed after {units.format_duration(self.timeout)} "
+            return CheckResult(Status.CRITICAL, f"killed after {humanize.duration(self.timeout)} "
                                "(timeout): process group terminated", tuple(first))
         if code is None:
             return CheckResult(Status.UNKNOWN, errors.strip() or f"cannot run {self.argv[0]}")
         if code < 0:
             name = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
-            return CheckResult(Status.UNKNOWN, f"killed by {name}", tuple(first), context={"killed_by": name},
-                               killed_by=name)
+            return CheckResult(Status.UNKNOWN, humanize.killed_by(-code), tuple(first),
+                               context={"killed_by": name}, killed_by=name)
         if not output.strip() and errors.strip():
             output = errors.strip().splitlines()[-1]  # no stdout: the last error line says why
         return parse_plugin_output(code, output)

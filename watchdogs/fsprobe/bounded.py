@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from watchdogs.errors import WatchdogsError
+from watchdogs.humanize import duration, exit_status, killed_by
 
 WORKER = "watchdogs.fsprobe.worker"
 
@@ -55,9 +56,10 @@ def run_bounded(argv: Sequence[str], timeout: float, what: str,
     except subprocess.TimeoutExpired:
         abandon(proc)
         raise FsNotResponding(f"{what}: filesystem not responding (no answer within "
-                              f"{timeout:g}s)") from None
+                              f"{duration(timeout)})") from None
     if proc.returncode != 0 and not out.strip():
-        last = (err.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
+        code = proc.returncode
+        last = (err.strip().splitlines() or [killed_by(-code) if code < 0 else exit_status(code)])[-1]
         raise FsError(f"{what}: {last}")
     return out
 

@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from watchdogs import units
+from watchdogs import humanize
 from watchdogs.checks.base import run_check
 from watchdogs.checks.context import TickContext
 from watchdogs.dropins.execute import SHUTDOWN, DropInProcess
@@ -105,7 +105,7 @@ class Runner:
             if item.id in self.running:
                 skipped.append(item.id)
             elif hung is not None and hung.thread is not None and hung.thread.is_alive():
-                since = datetime.fromtimestamp(hung.started, timezone.utc).strftime("%H:%M:%SZ")
+                since = humanize.moment_seconds(datetime.fromtimestamp(hung.started, timezone.utc))
                 self.done.put(Finished(FinishedRun(item.id, item.kind, self.instance, now, now, CheckResult(
                     Status.UNKNOWN, f"previous run (started {since}) has not returned; not started again"),
                     due=(due or {}).get(item.id)), item))
@@ -166,7 +166,7 @@ class Runner:
             event.wait()  # checks this one refers to finish (or time out) first
         assert run.item.check is not None
         timer = threading.Timer(run.item.timeout, self._finish, args=(run, CheckResult(
-            Status.UNKNOWN, f"did not finish within {units.format_duration(run.item.timeout)}")))
+            Status.UNKNOWN, f"did not finish within {humanize.duration(run.item.timeout)}")))
         timer.daemon = True
         timer.start()
         result = run_check(run.item.check, ctx)
