@@ -17,6 +17,10 @@ from watchdogs.result import CheckResult, Status
 from watchdogs.state.store import StateStore
 
 
+def save(folder: Path) -> None:
+    (folder / "state").write_text("weights")
+
+
 @pytest.fixture
 def start_training(tmp_path: Path) -> Iterator[Callable[[Path], Guard]]:
     """A real Guard, started and resumed as a training script does; finished at teardown."""
@@ -25,7 +29,7 @@ def start_training(tmp_path: Path) -> Iterator[Callable[[Path], Guard]]:
     def start(checkpoint_dir: Path) -> Guard:
         guard = Guard(config_from({}, checkpoint_dir=checkpoint_dir, heartbeat_dir=tmp_path / "hb",
                                   forced_exit=0, fast_exit=False),
-                      save=lambda path: path.write_text("state"), load=lambda path: None)
+                      save=save, load=lambda path: None)
         guards.append(guard)
         guard.resume()
         return guard

@@ -71,7 +71,7 @@ class LogStaleCheck(WatchesLinkedJob, Check):
     def run(self, ctx: TickContext) -> CheckResult:
         linked = self.linked_job(ctx)
         job = linked.assess(ctx) if linked is not None else None
-        if job is not None and job.kind not in (RUNNING, UNKNOWN):
+        if linked is not None and job is not None and job.kind not in (RUNNING, UNKNOWN):
             return CheckResult(Status.OK, f"not judged while job check {linked.name!r} is "
                                           f"{job.kind} (a job that does not run writes nothing): "
                                           f"{job.summary}", context={"job_state": job.kind})
