@@ -94,8 +94,9 @@ def main() -> None:
         f"job end → explained alert in a mailbox (`watchdogs run`, `job` check every {EVERY} s, "
         "email to aiosmtpd)", f"≤ every ({EVERY} s) + one tick",
         "none on this cluster: Slurm's own mail (`--mail-type=END`) has no MailProg",
-        f"{spread(totals).fmt(unit=' s')} (samples above {EVERY} s: ends seen before slurmdbd "
-        "recorded them, explained at the next run)",
+        spread(totals).fmt(unit=" s") + (f" (samples above {EVERY} s: ends seen before slurmdbd "
+                                          "recorded them, explained at the next run)"
+                                          if max(totals) > EVERY else ""),
         "SLURM_CONF=... .venv/bin/python benchmarks/job_end_alert.py")])
 
 
