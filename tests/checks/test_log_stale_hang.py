@@ -106,7 +106,7 @@ def test_hung_action_requeues_a_job_still_hung_after_the_grace(tmp_path: Path, s
     assert first.status is Status.CRITICAL and "requeued" not in first.summary   # within the grace
     # The grace is measured from the hung record's time to the tick's time.
     acted = tick(config, store, now=datetime.fromtimestamp(time.time() + 3).astimezone())[0]["hung"]
-    assert re.search(rf"still running after \ds: requeued job {job}$", acted.summary), acted.summary
+    assert re.search(rf"still running after \d s: requeued job {job}$", acted.summary), acted.summary
     wait_for(lambda: sh("scontrol", "show", "job", "-o", job).count("Restarts=1") == 1, 30, 0.25,
              "job requeued")
     assert job_state(job) in ("PENDING", "REQUEUED", "COMPLETING")
