@@ -1,17 +1,18 @@
 """The `watchdogs` command: one error boundary turns WatchdogsError into a message and an
-exit code; every subcommand returns a CommandResult that renders as text or --json."""
+exit code; every subcommand returns a CommandResult that renders as text or --json.
+
+Start-up is kept short: the command names and their help come from a static table
+(watchdogs.commands.COMMANDS), and only the module of the command being run is imported."""
 from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import os
-import pkgutil
 import sys
 from collections.abc import Sequence
 
-import watchdogs.commands
 from watchdogs import __version__
+from watchdogs.commands import COMMANDS
 from watchdogs.errors import WatchdogsError
 
 DESCRIPTION = """\
@@ -20,6 +21,8 @@ Slack, SMS or webhook, all run by one self-perpetuating Slurm job.
 
 Start with `watchdogs validate`, then `watchdogs start`; `watchdogs status` shows what ran."""
 EPILOG = "`watchdogs COMMAND -h` explains one command. Config: --config, $WATCHDOGS_CONFIG, ./watchdogs.toml."
+_VALUED = ("--config", "-c")
+"""Global options that take a value (skipped when looking for the command in argv)."""
 
 
 def _add_global_options(parser: argparse.ArgumentParser, defaults: bool) -> None:
@@ -33,29 +36,60 @@ def _add_global_options(parser: argparse.ArgumentParser, defaults: bool) -> None
     parser.add_argument("--verbose", "-v", action="store_true", default=d(False), help="log more")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_in(argv: Sequence[str]) -> str | None:
+    """The command named in `argv` (the first word that is not an option or its value)."""
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word == "--":
+            continue
+        elif word in _VALUED:
+            skip = True
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """Every command is listed; only `command`'s module is imported to add its own options
+    (the others are placeholders with their one-line help)."""
     parser = argparse.ArgumentParser(prog="watchdogs", description=DESCRIPTION, epilog=EPILOG,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     _add_global_options(parser, defaults=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
-    for info in sorted(pkgutil.iter_modules(watchdogs.commands.__path__), key=lambda m: m.name):
-        module = importlib.import_module(f"watchdogs.commands.{info.name}")
-        register = getattr(module, "register", None)
-        if register is not None:
-            register(sub)
+    module = COMMANDS[command].module if command in COMMANDS else None
+    for name, entry in COMMANDS.items():
+        if entry.module != module:
+            sub.add_parser(name, help=entry.help)
+    if module is not None:
+        importlib.import_module(f"watchdogs.commands.{module}").register(sub)
     for subparser in sub.choices.values():
         _add_global_options(subparser, defaults=False)
     return parser
 
 
+def parse(argv: Sequence[str] | None = None) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(command_in(words))
+    args = parser.parse_args(words)
+    if args.command is not None and getattr(args, "handler", None) is None:
+        # argv fooled command_in (an option it did not know takes a value): parse again
+        # with the command argparse found.
+        parser = build_parser(args.command)
+        args = parser.parse_args(words)
+    return parser, args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    parser, args = parse(argv)
     if args.command is None:
         # No command: the list of commands, not argparse's "arguments are required".
         parser.print_help(sys.stderr)
         return 2
+    import logging  # after parsing: `--help` and a usage error need none of it
+
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:

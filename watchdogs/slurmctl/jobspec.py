@@ -17,6 +17,8 @@ class JobSpec:
     """As configured: names, "@group", "*"; () means the user running the watchdog."""
     partitions: tuple[str, ...] | None = None
     cluster: str | None = None
+    job_ids: tuple[str, ...] | None = None
+    """Only these jobs (raw ids, or an array's own id for all its tasks); None: any."""
 
     @classmethod
     def from_options(cls, opts: Mapping[str, Any]) -> JobSpec:
@@ -25,7 +27,14 @@ class JobSpec:
                    opts.get("cluster"))
 
     def describe(self) -> str:
-        what = f"name {self.job_name!r}" if self.job_name else f"name matching /{self.job_regex.pattern}/"
+        if self.job_name:
+            what = f"name {self.job_name!r}"
+        elif self.job_regex is not None:
+            what = f"name matching /{self.job_regex.pattern}/"
+        else:
+            what = "any name"
+        if self.job_ids:
+            what += f" among jobs {', '.join(self.job_ids)}"
         if self.users:
             what += f" of {', '.join(self.users)}"
         if self.partitions:
@@ -38,6 +47,8 @@ class JobSpec:
             return False
         if self.job_regex is not None and not self.job_regex.fullmatch(row.name):
             return False
+        if self.job_ids is not None and not (row.raw_id in self.job_ids or row.array_job_id in self.job_ids):
+            return False
         if users is not None and row.user not in users:
             return False
         if self.partitions and not set(row.partition.split(",")) & set(self.partitions):
@@ -48,8 +59,14 @@ class JobSpec:
 def plan_queries(specs: Sequence[JobSpec],
                  resolved: Mapping[tuple[str, ...], frozenset[str] | None]) -> list[JobQuery]:
     """The fewest squeue calls covering every spec: one, or two when some checks name a
-    cluster (-M) and others watch the local one. Each axis is the union of what the specs
-    need; one spec without a filter on an axis removes that filter (it needs every job)."""
+    cluster (-M) and others watch the local one. The controller filters (names, users, job
+    ids, partitions), so a busy queue costs what is watched, not what is queued.
+
+    squeue ANDs its filters, and a row must reach every spec that wants it: each axis is
+    the union of what the specs need, and one spec without a filter on an axis (a regex
+    name, users = "*", no job ids) removes that filter (it needs every job on that axis).
+    The result is a superset of every spec's rows; each check then takes its own from the
+    snapshot's index."""
     local = [s for s in specs if s.cluster is None]
     remote = [s for s in specs if s.cluster is not None]
     queries = []
@@ -64,10 +81,14 @@ def _union(specs: Sequence[JobSpec], resolved: Mapping[tuple[str, ...], frozense
            clusters: tuple[str, ...] | None) -> JobQuery:
     user_sets = [resolved[s.users] for s in specs]
     users = None if any(u is None for u in user_sets) else _sorted_union(user_sets)
-    names = None if any(s.job_name is None for s in specs) else _sorted_union([{s.job_name} for s in specs])
+    # squeue splits --name at commas: a name holding one cannot be asked for by name.
+    names = (None if any(s.job_name is None or "," in s.job_name for s in specs)
+             else _sorted_union([{s.job_name} for s in specs]))
     parts = (None if any(not s.partitions for s in specs)
-             else _sorted_union([set(s.partitions) for s in specs]))
-    return JobQuery(users, names, parts, clusters)
+             else _sorted_union([set(s.partitions or ()) for s in specs]))
+    ids = (None if any(s.job_ids is None for s in specs)
+           else _sorted_union([set(s.job_ids or ()) for s in specs]))
+    return JobQuery(users, names, parts, clusters, ids)
 
 
 def _sorted_union(sets: Iterable[Iterable[str | None]]) -> tuple[str, ...]:

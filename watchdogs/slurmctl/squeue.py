@@ -70,13 +70,17 @@ class JobQuery:
     names: tuple[str, ...] | None = None
     partitions: tuple[str, ...] | None = None
     clusters: tuple[str, ...] | None = None
+    job_ids: tuple[str, ...] | None = None
 
     def argv(self) -> list[str]:
         # --states=all: finished jobs the controller still remembers (MinJobAge) come back
         # too, so "how did the last one end" costs no extra call.
         argv = ["squeue", "--noheader", "--states=all", "-o", FORMAT]
         for flag, values in (("--user", self.users), ("--name", self.names),
-                             ("--partition", self.partitions), ("--clusters", self.clusters)):
+                             ("--partition", self.partitions), ("--clusters", self.clusters),
+                             ("--jobs", self.job_ids)):
+            # An empty set is no filter (asking for more rows is safe; "--name=" is not:
+            # squeue would take it as a filter matching nothing, or refuse it).
             if values:
                 argv.append(f"{flag}={','.join(sorted(values))}")
         return argv
