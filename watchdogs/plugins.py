@@ -1,34 +1,74 @@
 """Entry-point registries: `watchdogs.checks` and `watchdogs.notifiers`.
 
 Other packages add check types and channels by declaring entry points in these groups.
+A class is imported the first time its name is looked up, so a config that uses two
+channel types imports those two modules, not every channel's client library.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from importlib import metadata
 
 CHECKS_GROUP = "watchdogs.checks"
 NOTIFIERS_GROUP = "watchdogs.notifiers"
 
 
+class LazyClasses(Mapping[str, type]):
+    """name -> class of one entry-point group, each imported on first use. A name whose
+    import fails is absent (its error is in `broken`), so one broken plugin hides nothing
+    else."""
+
+    def __init__(self, points: Mapping[str, metadata.EntryPoint]) -> None:
+        self._points = dict(points)
+        self._loaded: dict[str, type] = {}
+        self.broken: dict[str, str] = {}
+        self._lock = threading.Lock()  # checks of one tick may look up types from threads
+
+    def _load(self, name: str) -> type | None:
+        with self._lock:
+            if name in self._loaded:
+                return self._loaded[name]
+            if name in self.broken or name not in self._points:
+                return None
+            try:
+                self._loaded[name] = self._points[name].load()
+            except Exception as exc:  # noqa: BLE001 - a broken plugin must not hide the others
+                self.broken[name] = f"{type(exc).__name__}: {exc}"
+                return None
+            return self._loaded[name]
+
+    def __getitem__(self, name: str) -> type:
+        found = self._load(name)
+        if found is None:
+            raise KeyError(name)
+        return found
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self._load(name) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        """Every name that loads (importing them all: for listings and error messages)."""
+        return iter([n for n in sorted(self._points) if self._load(n) is not None])
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
 @dataclass(frozen=True)
 class Registry:
     group: str
     classes: Mapping[str, type]
-    broken: Mapping[str, str]
-    """Entry points that failed to import: name -> error text."""
+    broken: Mapping[str, str] = field(default_factory=dict)
+    """Entry points that failed to import (so far): name -> error text."""
 
     def names(self) -> list[str]:
         return sorted(self.classes)
 
 
 def load_group(group: str) -> Registry:
-    classes: dict[str, type] = {}
-    broken: dict[str, str] = {}
-    for ep in metadata.entry_points(group=group):
-        try:
-            classes[ep.name] = ep.load()
-        except Exception as exc:  # noqa: BLE001 - a broken plugin must not hide the others
-            broken[ep.name] = f"{type(exc).__name__}: {exc}"
-    return Registry(group, classes, broken)
+    """The group's registry; nothing is imported until a name is looked up."""
+    points = {ep.name: ep for ep in metadata.entry_points(group=group)}
+    classes = LazyClasses(points)
+    return Registry(group, classes, classes.broken)

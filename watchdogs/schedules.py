@@ -14,14 +14,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone, tzinfo
-
-from apscheduler.triggers.base import BaseTrigger
-from apscheduler.triggers.combining import OrTrigger
-from apscheduler.triggers.cron import CronTrigger
-from apscheduler.triggers.date import DateTrigger
-from apscheduler.triggers.interval import IntervalTrigger
+from typing import TYPE_CHECKING
 
 from watchdogs import units
+
+if TYPE_CHECKING:
+    from apscheduler.triggers.base import BaseTrigger
+
+# APScheduler is imported by the functions that build triggers, not here: it pulls in
+# asyncio (~30 modules), and `watchdogs status` or `validate` of interval schedules
+# needs none of it (tests/foundation/test_cli_imports.py).
 
 SHORTHANDS = {
     "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
@@ -102,6 +104,9 @@ def _dow_number(token: str) -> int:
 
 
 def cron_trigger(expr: str, tz: tzinfo) -> BaseTrigger:
+    from apscheduler.triggers.combining import OrTrigger
+    from apscheduler.triggers.cron import CronTrigger
+
     minute, hour, day, month, dow = expr.split()
     def build(day_field: str, dow_field: str) -> CronTrigger:
         return CronTrigger(minute=minute, hour=hour, day=day_field, month=month,
@@ -114,6 +119,9 @@ def cron_trigger(expr: str, tz: tzinfo) -> BaseTrigger:
 
 def make_trigger(schedule: Schedule, first: datetime, tz: tzinfo) -> BaseTrigger:
     """The APScheduler trigger whose first fire time is `first` (from `first_run`)."""
+    from apscheduler.triggers.date import DateTrigger
+    from apscheduler.triggers.interval import IntervalTrigger
+
     if schedule.kind == "interval":
         return IntervalTrigger(seconds=schedule.seconds, start_date=first, timezone=timezone.utc)
     if schedule.kind == "cron":

@@ -6,6 +6,9 @@ import os
 from pathlib import Path
 
 SCHEDULER_LOGS = "scheduler"
+RUNS_DIR = "runs"
+"""Per-run logs: <state_dir>/runs/<item>/<stamp>.log (here, not in runner.py, so that
+`watchdogs status` can name the folder without importing the scheduler)."""
 
 
 def prune_files(root: Path, cutoff: float) -> int:

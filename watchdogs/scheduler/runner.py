@@ -26,13 +26,13 @@ from watchdogs.dropins.submit import OwnJobsWatcher, my_active_jobs, still_activ
 from watchdogs.errors import WatchdogsError
 from watchdogs.result import CheckResult, Status
 from watchdogs.scheduler.items import Item
+from watchdogs.scheduler.prune import RUNS_DIR
 from watchdogs.scheduler.records import FinishedRun, Records
 
 if TYPE_CHECKING:
     from watchdogs.config.model import Config
     from watchdogs.state.store import StateStore
 
-RUNS_DIR = "runs"
 
 
 @dataclass(frozen=True)

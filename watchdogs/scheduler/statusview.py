@@ -17,8 +17,8 @@ from watchdogs import units
 from watchdogs.errors import WatchdogsError
 from watchdogs.result import Status
 from watchdogs.scheduler.items import all_items
+from watchdogs.scheduler.prune import RUNS_DIR
 from watchdogs.scheduler.records import Records
-from watchdogs.scheduler.runner import RUNS_DIR
 from watchdogs.schedules import first_run
 from watchdogs.slurmctl.runner import SlurmRunner
 

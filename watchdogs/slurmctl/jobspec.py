@@ -73,14 +73,16 @@ def plan_queries(specs: Sequence[JobSpec],
     if local:
         queries.append(_union(local, resolved, clusters=None))
     if remote:
-        queries.append(_union(remote, resolved, clusters=tuple(sorted({s.cluster for s in remote}))))
+        clusters = tuple(sorted({s.cluster for s in remote if s.cluster}))
+        queries.append(_union(remote, resolved, clusters=clusters))
     return queries
 
 
 def _union(specs: Sequence[JobSpec], resolved: Mapping[tuple[str, ...], frozenset[str] | None],
            clusters: tuple[str, ...] | None) -> JobQuery:
     user_sets = [resolved[s.users] for s in specs]
-    users = None if any(u is None for u in user_sets) else _sorted_union(user_sets)
+    users = (None if any(u is None for u in user_sets)
+             else _sorted_union([u for u in user_sets if u is not None]))
     # squeue splits --name at commas: a name holding one cannot be asked for by name.
     names = (None if any(s.job_name is None or "," in s.job_name for s in specs)
              else _sorted_union([{s.job_name} for s in specs]))
