@@ -1,0 +1,133 @@
+"""The CLI answers at once: `--help` imports the CLI and its command table only, and a
+command imports what it needs when it runs. These pin the modules, so a heavy import
+(APScheduler, asyncio, jinja2, a channel's client library, trainguard, torch) cannot
+creep back unnoticed. Timings are in benchmarks/cli_startup.py, not here."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import pkgutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import watchdogs.commands
+from watchdogs.cli import command_in, main
+from watchdogs.commands import COMMANDS
+
+HEAVY = ("apscheduler", "asyncio", "jinja2", "slack_sdk", "requests", "urllib3", "torch", "psutil",
+         "trainguard", "notifiers")
+# status builds the configured channels (to show the disabled ones) and loads the check
+# types of the config (trainguard comes with log_stale's heartbeats): the rest stays out.
+STATUS_HEAVY = ("apscheduler", "asyncio", "jinja2", "slack_sdk", "requests", "urllib3", "torch",
+                "notifiers.slack", "notifiers.sms", "notifiers.webhook", "notifiers.email",
+                "notifiers.apprise", "apprise")
+# --help needs none of what a command needs either: entry points, the state database, logs.
+HELP_HEAVY = (*HEAVY, "importlib.metadata", "sqlite3", "email", "logging", "tzlocal")
+HELP_MODULES = {"watchdogs", "watchdogs.cli", "watchdogs.commands", "watchdogs.errors"}
+
+PROBE = """
+import contextlib, io, json, sys
+sys.argv = ["watchdogs", *json.loads(sys.argv[1])]
+from watchdogs.cli import main
+try:
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        main()
+except SystemExit:
+    pass
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def modules_after(*argv: str, cwd: Path, env: dict[str, str] | None = None) -> set[str]:
+    """The modules loaded once `watchdogs ARGV` is done, in a fresh interpreter."""
+    proc = subprocess.run([sys.executable, "-c", PROBE, json.dumps(argv)], capture_output=True,
+                          text=True, cwd=cwd, timeout=60, env=env, check=True)
+    return set(json.loads(proc.stdout))
+
+
+def heavy_in(modules: set[str], heavy: tuple[str, ...] = HEAVY) -> list[str]:
+    return sorted(m for m in modules if any(m == h or m.startswith(h + ".") for h in heavy))
+
+
+def test_help_imports_the_command_table_and_no_command_module(tmp_path: Path) -> None:
+    loaded = modules_after("--help", cwd=tmp_path)
+    ours = {m for m in loaded if m.split(".")[0] in ("watchdogs", "notifiers", "trainguard")}
+    assert ours == HELP_MODULES
+    assert heavy_in(loaded, HELP_HEAVY) == []
+    outside = sorted(m for m in loaded if m.split(".")[0] not in sys.stdlib_module_names
+                     and m.split(".")[0] not in ("watchdogs", "__main__")
+                     and not m.startswith(("_distutils_hack", "__editable__")))
+    assert outside == []
+
+
+def test_status_imports_only_the_channel_types_it_is_configured_with_and_no_apscheduler(
+        tmp_path: Path) -> None:
+    """status shows disabled channels, so it builds the configured ones: a logfile channel
+    here; Slack's, Twilio's and the others' client libraries stay out."""
+    cfg = tmp_path / "watchdogs.toml"
+    cfg.write_text(f"""
+[scheduler]
+state_dir = "{tmp_path / 'state'}"
+[[notify]]
+name = "team"
+type = "logfile"
+path = "{tmp_path / 'alerts.log'}"
+[[check]]
+name = "train"
+type = "job"
+job_name = "train"
+[[check]]
+name = "train-hung"
+type = "log_stale"
+job = "train"
+path = "{tmp_path}/train-*.out"
+max_age = "30m"
+heartbeats = "{tmp_path}/heartbeats"
+""")
+    loaded = modules_after("--config", str(cfg), "status", cwd=tmp_path)
+    assert "watchdogs.commands.status" in loaded  # it did run
+    assert "notifiers.logfile" in loaded
+    assert heavy_in(loaded, STATUS_HEAVY) == []
+    others = {f"watchdogs.commands.{m}" for m in {c.module for c in COMMANDS.values()} - {"status"}}
+    assert loaded & others == set()
+
+
+def registered_by(module_name: str) -> dict[str, str | None]:
+    """Command name -> help, as the module's register() adds them."""
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers()
+    importlib.import_module(f"watchdogs.commands.{module_name}").register(sub)
+    helps = {action.dest: action.help for action in sub._choices_actions}
+    return {name: helps.get(name) for name in sub.choices}
+
+
+def test_the_command_table_matches_what_each_module_registers() -> None:
+    modules = {m.name for m in pkgutil.iter_modules(watchdogs.commands.__path__)} - {"base"}
+    assert modules == {c.module for c in COMMANDS.values()}, "a command module missing from COMMANDS"
+    for module in sorted(modules):
+        table = {name: c.help for name, c in COMMANDS.items() if c.module == module}
+        assert registered_by(module) == table, f"watchdogs.commands.{module} and COMMANDS disagree"
+
+
+@pytest.mark.parametrize(("argv", "command"), [
+    (["status"], "status"),
+    (["--json", "-c", "status", "validate"], "validate"),
+    (["--config=x.toml", "-v", "alerts", "--history", "3"], "alerts"),
+    (["--help"], None),
+])
+def test_the_command_is_found_past_global_options_and_their_values(argv: list[str],
+                                                                    command: str | None) -> None:
+    assert command_in(argv) == command
+
+
+def test_an_option_value_that_looks_like_a_command_still_runs_the_right_one(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`-cvalidate` is one word to argparse: the second parse finds the command it chose."""
+    cfg = tmp_path / "status"
+    cfg.write_text('[scheduler]\nstate_dir = "st"\n')
+    assert main([f"-c{cfg}", "validate"]) == 0
+    assert "valid: 0 checks" in capsys.readouterr().out
