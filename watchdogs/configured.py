@@ -17,6 +17,8 @@ class Configured:
     and runs only when every key parsed."""
 
     options: ClassVar[Mapping[str, Option]] = {}
+    common_defaults: ClassVar[Mapping[str, Any]] = {}
+    """This type's own defaults for keys every table has (e.g. a check type's `every`)."""
     config: CheckConfig | NotifyConfig
 
     @property

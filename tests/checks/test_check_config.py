@@ -75,3 +75,30 @@ def test_log_stale_must_link_to_a_job_check_and_watch_something(tmp_path: Path) 
     text = "\n".join(str(p) for p in info.value.problems)
     assert "check \"hung\": key 'job' = 'disk': expected the name of a [[check]] of type \"job\"" in text
     assert "check \"nothing\": key 'path' = '(missing)': expected path (a log file or glob)" in text
+
+
+def test_job_and_nodes_checks_run_every_30s_unless_told_and_other_types_every_5m(tmp_path: Path) -> None:
+    config = write_config(tmp_path, """
+[[check]]
+name = "train"
+type = "job"
+job_name = "train"
+
+[[check]]
+name = "slow-train"
+type = "job"
+job_name = "slow"
+every = "2m"
+
+[[check]]
+name = "nodes"
+type = "nodes"
+
+[[check]]
+name = "scratch"
+type = "disk"
+path = "/tmp"
+warn = "90%"
+""")
+    every = {c.name: c.every for c in config.checks}
+    assert every == {"train": 30.0, "slow-train": 120.0, "nodes": 30.0, "scratch": 300.0}

@@ -32,6 +32,9 @@ EVENTS_DDL = (
 
 class NodesCheck(WatchesLinkedJob, Check):
     type_name = "nodes"
+    # Same period as `job`: both land in the same tick, and one sinfo a tick (120 an hour)
+    # serves every nodes check; a drained node is reported within a minute.
+    common_defaults: ClassVar[Mapping[str, Any]] = {"every": 30.0}
     options: ClassVar[Mapping[str, Option]] = {
         "partition": Option(string_list, help="only nodes of these partitions (default: all)"),
         "job": Option(string, help="or only the nodes of the running job of this `job` check"),

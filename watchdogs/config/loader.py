@@ -197,6 +197,9 @@ def _plugin_table(table: Any, label: str, kind: str, common: Mapping[str, Any],
         if isinstance(type_name, str):
             _unknown_type(label, type_name, registry, problems)
         return None
+    for key, default in getattr(cls, "common_defaults", {}).items():
+        if key not in table:
+            values[key] = default
     own, found = validate_table(table, cls.options, skip=tuple(common))
     # Resolve relative paths first, so cross-key rules (e.g. secret-file permissions) see the real file.
     own = {k: _resolve(v, base) for k, v in own.items()}
