@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""Tick CPU as the controller gets busy: 20 `job` checks while the controller holds 1,000,
+10,000 and 20,000 jobs, on the local dev cluster.
+
+Setup (the controller's state is part of it):
+  * the controller must start nearly empty (`slurm/dev-cluster down && slurm/dev-cluster up`):
+    the benchmark refuses to run when this user already has jobs there (cancelled ones count:
+    squeue --states=all shows them for MinJobAge);
+  * 20 checks watch a job name each; each name has one held job of this user (the watchdog's);
+  * the rest of the queue are held jobs of another user (`sbatch --uid`, so root only), as on a
+    shared cluster; sizes are reached by topping up, smallest first, and the count printed is
+    what `squeue --states=all` reports at the time of the measurement.
+
+Variants, interleaved (A, B, C, A, B, C, ...), SAMPLES ticks each per size:
+  * "one snapshot (ours)": the 20 checks in one tick: one squeue filtered by the controller
+    (--user, --name), rows indexed once;
+  * "one squeue per check": each check in a tick of its own (what 20 independent checks do);
+  * "one snapshot + a regex check": 19 name checks and one `job_regex` check: a regex cannot
+    be asked by name, so the name filter goes and every job of this user comes back.
+CPU is this process plus its children (the squeue processes), in ms per tick; slurmctld's
+CPU over the same tick is read from /proc. squeue calls are counted by the tick's runner.
+
+    slurm/dev-cluster down; slurm/dev-cluster up
+    SLURM_CONF=$WATCHDOGS_CLUSTER_DIR/slurm.conf .venv/bin/python benchmarks/squeue_scale.py
+
+Every job it submits is cancelled at the end, whatever happens.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
+
+from watchdogs.checks.base import run_check
+from watchdogs.checks.context import TickContext
+from watchdogs.checks.job import JobCheck
+from watchdogs.config.model import CheckConfig, frozen_map
+from watchdogs.slurmctl.runner import DEFAULT_TIMEOUT_S, SlurmReply, run_slurm
+from watchdogs.state.store import StateStore
+
+CHECKS, SAMPLES = 20, 5
+PREFIX = f"scale{os.getpid()}"
+FILLER_USER = "nobody"
+
+
+class CountingRunner:
+    """run_slurm, counting the squeue calls of a tick."""
+
+    def __init__(self) -> None:
+        self.squeue = 0
+
+    def __call__(self, argv: Sequence[str], timeout: float = DEFAULT_TIMEOUT_S,
+                 env: Mapping[str, str] | None = None, input_text: str | None = None) -> SlurmReply:
+        self.squeue += argv[0] == "squeue"
+        return run_slurm(argv, timeout, env, input_text)
+
+
+def sbatch(name: str, uid: str | None) -> str:
+    argv = ["sbatch", "--parsable", "--hold", f"--job-name={name}", "--output=/dev/null",
+            "--wrap", "true"]
+    if uid:
+        argv.insert(1, f"--uid={uid}")
+    return subprocess.run(argv, capture_output=True, text=True, check=True).stdout.strip().split(";")[0]
+
+
+def submit(names: Sequence[str], uid: str | None = None) -> list[str]:
+    with ThreadPoolExecutor(4) as pool:  # sbatch waits on the controller; 4 keep it busy
+        return list(pool.map(lambda n: sbatch(n, uid), names))
+
+
+def records(*flags: str) -> int:
+    out = subprocess.run(["squeue", "--noheader", "--states=all", "-o", "%i", *flags],
+                         capture_output=True, text=True, check=True).stdout
+    return len(out.splitlines())
+
+
+def slurmctld_cpu() -> float:
+    conf = Path(os.environ["SLURM_CONF"])
+    pid = json.loads((conf.parent / "pids.json").read_text())["slurmctld"]
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def our_cpu() -> float:
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def checks(regex: bool = False) -> list[JobCheck]:
+    made = []
+    for i in range(CHECKS):
+        opts: dict[str, object] = {"job_name": f"{PREFIX}-w{i}"}
+        if regex and i == 0:
+            opts = {"job_regex": re.compile(re.escape(f"{PREFIX}-w0") + ".*")}
+        made.append(JobCheck(CheckConfig(name=f"c{i}", type="job", every=30.0, options=frozen_map(opts))))
+    return made
+
+
+def one_snapshot(store: StateStore, runner: CountingRunner, regex: bool = False) -> list[str]:
+    watched = checks(regex)
+    ctx = TickContext(datetime.now().astimezone(), store, watched, runner=runner)
+    return [run_check(c, ctx).summary for c in watched]
+
+
+def per_check(store: StateStore, runner: CountingRunner) -> list[str]:
+    out = []
+    for check in checks():
+        ctx = TickContext(datetime.now().astimezone(), store, [check], runner=runner)
+        out.append(run_check(check, ctx).summary)
+    return out
+
+
+VARIANTS: dict[str, Callable[[StateStore, CountingRunner], list[str]]] = {
+    "one snapshot (ours)": one_snapshot,
+    "one squeue per check": per_check,
+    "one snapshot + a regex check": lambda store, runner: one_snapshot(store, runner, regex=True),
+}
+
+
+def sample(fn: Callable[[StateStore, CountingRunner], list[str]], store: StateStore) -> dict[str, float]:
+    runner = CountingRunner()
+    wall, cpu, ctld = time.perf_counter(), our_cpu(), slurmctld_cpu()
+    summaries = fn(store, runner)
+    found = {"wall": time.perf_counter() - wall, "cpu": our_cpu() - cpu,
+             "ctld": slurmctld_cpu() - ctld, "calls": runner.squeue}
+    wrong = [s for s in summaries if not s.startswith("queued")]
+    if wrong:  # every check must still see its own held job
+        raise SystemExit(f"a check lost its job: {wrong[:3]}")
+    return found
+
+
+def spread(values: Sequence[float]) -> str:
+    ms = sorted(v * 1000 for v in values)
+    return f"{ms[0]:6.1f} / {statistics.median(ms):6.1f} / {ms[-1]:6.1f}"
+
+
+def measure(size: int, store: StateStore) -> None:
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in VARIANTS}
+    for fn in VARIANTS.values():  # warm-up, not counted: imports and the SQLite schema
+        fn(store, CountingRunner())
+    for _ in range(SAMPLES):
+        for name, fn in VARIANTS.items():
+            runs[name].append(sample(fn, store))
+    total, own = records(), records("--me")
+    print(f"\n{total} jobs in the controller ({own} of this user, {CHECKS} watched), {SAMPLES} ticks "
+          "each, interleaved; ms min / median / max")
+    print(f"  {'variant':30s} {'our CPU (+squeue)':>26s} {'wall':>26s} {'slurmctld CPU':>26s} squeue calls")
+    for name, found in runs.items():
+        cpu, wall, ctld = (spread([r[key] for r in found]) for key in ("cpu", "wall", "ctld"))
+        print(f"  {name:30s} {cpu:>26s} {wall:>26s} {ctld:>26s} {int(found[0]['calls']):>5d}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="1000,10000,20000", help="jobs in the controller, ascending")
+    args = parser.parse_args()
+    sizes = sorted(int(s) for s in args.sizes.split(","))
+    if records("--me") > 0:
+        sys.exit("this user already has jobs in the controller (cancelled ones count for MinJobAge): "
+                 "start from a fresh one: slurm/dev-cluster down; slurm/dev-cluster up")
+    try:
+        submit([f"{PREFIX}-w{i}" for i in range(CHECKS)])
+        with tempfile.TemporaryDirectory() as tmp:
+            store = StateStore(Path(tmp) / "state")
+            for size in sizes:
+                need = size - records()
+                start = time.perf_counter()
+                submit([f"{PREFIX}-fill"] * max(0, need), uid=FILLER_USER)
+                print(f"(topped up with {max(0, need)} held jobs of {FILLER_USER} in "
+                      f"{time.perf_counter() - start:.0f}s)", flush=True)
+                measure(size, store)
+    finally:
+        for flags in (["--me"], [f"--user={FILLER_USER}"]):
+            subprocess.run(["scancel", *flags, f"--name={PREFIX}-fill,"
+                            + ",".join(f"{PREFIX}-w{i}" for i in range(CHECKS))], check=False)
+        print("cancelled every benchmark job")
+
+
+if __name__ == "__main__":
+    if "SLURM_CONF" not in os.environ:
+        sys.exit("set SLURM_CONF to the dev cluster's slurm.conf (slurm/dev-cluster env)")
+    main()
