@@ -108,7 +108,7 @@ class Site:
         return any(all(w in line for w in words) for line in text.splitlines())
 
 
-def timed(site: Site, act: Callable[[], None], *words: str) -> float:
+def timed(site: Site, act: Callable[[], object], *words: str) -> float:
     offset = site.alerts.stat().st_size
     time.sleep(random.uniform(0, 30))
     start = time.time()
