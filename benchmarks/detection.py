@@ -130,7 +130,7 @@ def node_sample(site: Site) -> float:
     wait_for("the nodes check to see every node usable", lambda: site.healthy_since("nodes", begun))
     took = timed(site, lambda: subprocess.run(
         ["scontrol", "update", f"nodename={NODE}", "state=drain", "reason=detection benchmark"], check=True),
-        "nodes", NODE)
+        "WARNING", "nodes", NODE)
     subprocess.run(["scontrol", "update", f"nodename={NODE}", "state=resume"], check=True)
     return took
 
