@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""CLI start-up: `watchdogs --help`, `status` and `validate` against a bare `python -c pass`,
+interleaved (pass, help, status, validate, pass, ...), wall time of the whole process.
+
+The config is watchdogs.example.toml with its state folder in a temporary directory (status
+reads an empty state database and asks Slurm once: set SLURM_CONF to include that call, as a
+user's status does). `--baseline-python` times the same commands run by another checkout's
+interpreter (e.g. /work/main/.venv/bin/python) in the same interleaved run.
+
+    .venv/bin/python benchmarks/cli_startup.py --samples 10
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "watchdogs.example.toml"
+
+
+def config_in(folder: Path) -> Path:
+    text = EXAMPLE.read_text().replace('state_dir = "watchdogs-state"', f'state_dir = "{folder / "state"}"')
+    path = folder / "watchdogs.toml"
+    path.write_text(text)
+    return path
+
+
+def once(argv: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--samples", type=int, default=10)
+    parser.add_argument("--baseline-python", help="another checkout's interpreter, timed alongside")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = str(config_in(Path(tmp)))
+        pythons = {"": sys.executable}
+        if args.baseline_python:
+            pythons[" (baseline)"] = args.baseline_python
+        variants = {"python -c pass": [sys.executable, "-c", "pass"]}
+        for label, python in pythons.items():
+            variants[f"watchdogs --help{label}"] = [python, "-m", "watchdogs", "--help"]
+            variants[f"watchdogs status{label}"] = [python, "-m", "watchdogs", "-c", cfg, "status"]
+            variants[f"watchdogs validate{label}"] = [python, "-m", "watchdogs", "-c", cfg, "validate"]
+        for argv in variants.values():  # warm the page cache and the state database
+            once(argv)
+        times: dict[str, list[float]] = {name: [] for name in variants}
+        for _ in range(args.samples):
+            for name, argv in variants.items():
+                times[name].append(once(argv))
+    print(f"wall ms, min / median / max of {args.samples}, interleaved")
+    for name, found in times.items():
+        ms = sorted(t * 1000 for t in found)
+        print(f"  {name:32s} {ms[0]:6.1f} / {statistics.median(ms):6.1f} / {ms[-1]:6.1f}")
+
+
+if __name__ == "__main__":
+    main()
