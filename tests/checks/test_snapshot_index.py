@@ -79,22 +79,23 @@ def test_the_one_query_brings_every_row_some_check_watches(rows: list[JobRow], s
                 assert reaches(query, r), (query, r)
 
 
+ME: dict[tuple[str, ...], frozenset[str] | None] = {(): frozenset({"me"})}
+
+
 def test_a_name_with_a_comma_is_not_asked_by_name() -> None:
-    [query] = plan_queries([JobSpec(job_name="a,b"), JobSpec(job_name="c")], {(): frozenset({"me"})})
+    [query] = plan_queries([JobSpec(job_name="a,b"), JobSpec(job_name="c")], ME)
     assert query.names is None and not any(a.startswith("--name") for a in query.argv())
 
 
 def test_job_ids_are_asked_for_only_when_every_check_names_its_jobs() -> None:
-    resolved = {(): frozenset({"me"})}
     by_ids = [JobSpec(job_ids=("7",)), JobSpec(job_ids=("9", "8"))]
-    [query] = plan_queries(by_ids, resolved)
+    [query] = plan_queries(by_ids, ME)
     assert "--jobs=7,8,9" in query.argv() and "--user=me" in query.argv()
-    [mixed] = plan_queries([*by_ids, JobSpec(job_name="train")], resolved)
+    [mixed] = plan_queries([*by_ids, JobSpec(job_name="train")], ME)
     assert mixed.job_ids is None and mixed.names is None and "--user=me" in mixed.argv()
 
 
 def test_an_empty_filter_set_asks_for_more_not_for_nothing() -> None:
-    [query] = plan_queries([JobSpec(job_ids=())], {(): frozenset({"me"})})
+    [query] = plan_queries([JobSpec(job_ids=())], ME)
     assert not any(a.startswith("--jobs") for a in query.argv())
-    assert JobSnapshot((row(1, "x", "me"),), (JobSpec(job_ids=()),), {(): frozenset({"me"})}).matching(
-        JobSpec(job_ids=())) == []
+    assert JobSnapshot((row(1, "x", "me"),), (JobSpec(job_ids=()),), ME).matching(JobSpec(job_ids=())) == []
