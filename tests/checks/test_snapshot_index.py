@@ -1,9 +1,10 @@
 """The tick's one squeue snapshot: the query asks the controller for a superset of what
 every check watches, and the row index gives each check exactly what a scan of every row
-would (property-tested with Hypothesis)."""
+would (property-tested with Hypothesis). And what a check remembers between ticks."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 from watchdogs.slurmctl.jobspec import JobSpec, plan_queries
 from watchdogs.slurmctl.snapshot import JobSnapshot
 from watchdogs.slurmctl.squeue import JobQuery, JobRow
+from watchdogs.state.store import StateStore
 
 NAMES = ("train", "eval", "a,b", "train-7b")
 USERS = ("alice", "bob", "carol")
@@ -99,3 +101,15 @@ def test_an_empty_filter_set_asks_for_more_not_for_nothing() -> None:
     [query] = plan_queries([JobSpec(job_ids=())], ME)
     assert not any(a.startswith("--jobs") for a in query.argv())
     assert JobSnapshot((row(1, "x", "me"),), (JobSpec(job_ids=()),), ME).matching(JobSpec(job_ids=())) == []
+
+
+def test_remembering_the_same_value_again_writes_nothing(tmp_path: Path) -> None:
+    """A check that remembers what it remembered last tick costs no transaction (no fsync)."""
+    store = StateStore(tmp_path / "state")
+    store.kv_put("check.job", "train", {"job_ids": ["7"]})
+    before = store.connection().total_changes
+    store.kv_put("check.job", "train", {"job_ids": ["7"]})
+    assert store.connection().total_changes == before
+    store.kv_put("check.job", "train", {"job_ids": ["8"]})
+    assert store.connection().total_changes == before + 1
+    assert store.kv_get("check.job", "train") == {"job_ids": ["8"]}

@@ -179,9 +179,14 @@ class StateStore:
         return default if row is None else json.loads(row["value"])
 
     def kv_put(self, namespace: str, key: str, value: Any) -> None:
+        text = json.dumps(value)
+        row = self.connection().execute(
+            "SELECT value FROM kv WHERE namespace = ? AND key = ?", (namespace, key)).fetchone()
+        if row is not None and row["value"] == text:
+            return  # unchanged: no transaction, no fsync (most checks remember the same each tick)
         with self.transaction() as db:
             db.execute("INSERT OR REPLACE INTO kv (namespace, key, value) VALUES (?, ?, ?)",
-                       (namespace, key, json.dumps(value)))
+                       (namespace, key, text))
 
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)
