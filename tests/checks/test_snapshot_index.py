@@ -55,7 +55,7 @@ def reaches(query: JobQuery, r: JobRow) -> bool:
 
 
 # No deadline: a loaded 2-core machine must not turn a slow example into a failure.
-FEW = settings(max_examples=60, deadline=None)
+FEW = settings(max_examples=40, deadline=None)
 
 
 @FEW
