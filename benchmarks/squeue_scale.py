@@ -14,6 +14,8 @@ Setup (the controller's state is part of it):
 Variants, interleaved (A, B, C, A, B, C, ...), SAMPLES ticks each per size:
   * "one snapshot (ours)": the 20 checks in one tick: one squeue filtered by the controller
     (--user, --name), rows indexed once;
+  * "of which the squeue call": the same squeue command alone (the floor: Slurm 22.05's
+    client receives every job record and filters on its side);
   * "one squeue per check": each check in a tick of its own (what 20 independent checks do);
   * "one snapshot + a regex check": 19 name checks and one `job_regex` check: a regex cannot
     be asked by name, so the name filter goes and every job of this user comes back.
@@ -46,7 +48,9 @@ from watchdogs.checks.base import run_check
 from watchdogs.checks.context import TickContext
 from watchdogs.checks.job import JobCheck
 from watchdogs.config.model import CheckConfig, frozen_map
+from watchdogs.slurmctl.jobspec import plan_queries
 from watchdogs.slurmctl.runner import DEFAULT_TIMEOUT_S, SlurmReply, run_slurm
+from watchdogs.slurmctl.users import resolve_users
 from watchdogs.state.store import StateStore
 
 CHECKS, SAMPLES = 20, 5
@@ -121,8 +125,17 @@ def per_check(store: StateStore, runner: CountingRunner) -> list[str]:
     return out
 
 
+def squeue_alone(store: StateStore, runner: CountingRunner) -> list[str]:
+    """Our tick's one squeue command and nothing else: Slurm's share of our CPU."""
+    watched = checks()
+    [query] = plan_queries([c.spec for c in watched], {(): resolve_users(())})
+    runner(query.argv())
+    return ["queued"] * CHECKS
+
+
 VARIANTS: dict[str, Callable[[StateStore, CountingRunner], list[str]]] = {
     "one snapshot (ours)": one_snapshot,
+    "  of which the squeue call": squeue_alone,
     "one squeue per check": per_check,
     "one snapshot + a regex check": lambda store, runner: one_snapshot(store, runner, regex=True),
 }
