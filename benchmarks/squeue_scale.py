@@ -89,6 +89,12 @@ def records(*flags: str) -> int:
     return len(out.splitlines())
 
 
+def max_job_count() -> int:
+    out = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, check=True).stdout
+    found = re.search(r"^MaxJobCount\s*=\s*(\d+)", out, re.M)
+    return int(found.group(1)) if found else 10000
+
+
 def slurmctld_cpu() -> float:
     conf = Path(os.environ["SLURM_CONF"])
     pid = json.loads((conf.parent / "pids.json").read_text())["slurmctld"]
@@ -186,8 +192,9 @@ def main() -> None:
         submit([f"{PREFIX}-w{i}" for i in range(CHECKS)])
         with tempfile.TemporaryDirectory() as tmp:
             store = StateStore(Path(tmp) / "state")
+            limit = max_job_count() - 1  # the controller refuses the job that would reach it
             for size in sizes:
-                need = size - records()
+                need = min(size, limit) - records()
                 start = time.perf_counter()
                 submit([f"{PREFIX}-fill"] * max(0, need), uid=FILLER_USER)
                 print(f"(topped up with {max(0, need)} held jobs of {FILLER_USER} in "
