@@ -20,6 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _stats import Row, record, spread  # noqa: E402 - the helper beside this script
+
 EXAMPLE = Path(__file__).resolve().parent.parent / "watchdogs.example.toml"
 
 
@@ -66,6 +69,16 @@ def main() -> None:
     for name, found in times.items():
         ms = sorted(t * 1000 for t in found)
         print(f"  {name:32s} {ms[0]:6.1f} / {statistics.median(ms):6.1f} / {ms[-1]:6.1f}")
+    bare = spread(times["python -c pass"]).fmt(1000, " ms", 0)
+    rows = []
+    for command, goal in (("--help", "≤ 100 ms"), ("status", "≤ 150 ms"), ("validate", "")):
+        figure = f"{spread(times[f'watchdogs {command}']).fmt(1000, ' ms', 0)}; python -c pass {bare}"
+        if f"watchdogs {command} (baseline)" in times:
+            figure += f"; before: {spread(times[f'watchdogs {command} (baseline)']).fmt(1000, ' ms', 0)}"
+        rows.append(Row(f"`watchdogs {command}` start-up, wall, example config, bytecode cached", goal,
+                        "`python -c pass` (and the previous revision), interleaved", figure,
+                        ".venv/bin/python benchmarks/cli_startup.py --baseline-python OLD/.venv/bin/python"))
+    record(__file__, rows)
 
 
 if __name__ == "__main__":
