@@ -174,7 +174,7 @@ def main() -> None:
         print(f"controller calls by the scheduler over {hours * 60:.1f} min, per hour: {load}")
         record(__file__, [Row(
             "detection with the default config (job and nodes every 30s, tick 10s): scancel → alert line, "
-            f"drain → alert line; controller calls per hour", "≤ 60 s; 1 squeue + 1 sinfo a tick",
+            "drain → alert line; controller calls per hour", "≤ 60 s; 1 squeue + 1 sinfo a tick",
             "the former default, every 5m: 183–250 s and 179–218 s (issue 14, median of 3)",
             f"job {spread(found['vanished job']).fmt(1, ' s', 1)}; node "
             f"{spread(found[f'drained node ({NODE})']).fmt(1, ' s', 1)}; per hour: {load}",
