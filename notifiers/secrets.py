@@ -16,16 +16,11 @@ from urllib.parse import urlsplit
 
 from watchdogs.errors import SecretError
 
-MASK = "***"
+from watchdogs.redact import MASK, PATTERNS
+
 _MIN_FRAGMENT = 8
 """URL path segments at least this long are scrubbed on their own (requests echoes paths)."""
 
-_PATTERNS = (
-    (re.compile(r"(hooks\.slack\.com/(?:services|workflows|triggers)/)[^\s'\"<>)]+"), r"\1" + MASK),
-    (re.compile(r"\bxox[a-z]-[A-Za-z0-9-]+"), "xox?-" + MASK),
-    (re.compile(r"\b([a-z][a-z0-9+.-]*://)[^/\s:@]+:[^/\s@]+@", re.IGNORECASE), r"\1" + MASK + "@"),
-    (re.compile(r"\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]+"), r"\1 " + MASK),
-)
 
 
 class Secret:
@@ -106,7 +101,7 @@ def scrub(text: str, secrets: Iterable[Secret] = ()) -> str:
     for secret in secrets:
         for fragment in fragments(secret.reveal()):
             text = text.replace(fragment, MASK)
-    for pattern, replacement in _PATTERNS:
+    for pattern, replacement in PATTERNS:
         text = pattern.sub(replacement, text)
     return text
 

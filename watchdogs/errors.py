@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from watchdogs.redact import redact, scrub_text
+
 
 class WatchdogsError(Exception):
     """An error the user can act on. `exit_code` is what the CLI exits with."""
@@ -12,13 +14,20 @@ class WatchdogsError(Exception):
 
 @dataclass(frozen=True)
 class ConfigProblem:
-    """One thing wrong with a config file, with everything needed to find and fix it."""
+    """One thing wrong with a config file, with everything needed to find and fix it.
+
+    The one place config errors are built, so the one place secrets are masked: a secret
+    written into the config (refused) is never echoed by `validate`, `--json` or the log."""
 
     file: str
     table: str
     key: str
     value: object
     expected: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "value", redact(self.key, self.value))
+        object.__setattr__(self, "expected", scrub_text(self.expected))
 
     def __str__(self) -> str:
         where = f"{self.file}: {self.table}" if self.table else self.file

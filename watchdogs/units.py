@@ -5,12 +5,21 @@ can name the file, table, key and value around it.
 """
 from __future__ import annotations
 
+import math
 import re
 
 DURATION_EXPECTED = 'a duration such as "90s", "5m", "2h", "1d" or "1h30m"'
 SIZE_EXPECTED = 'a size such as "500GiB", "400TiB", "1.5TB", "800G" or a whole number of bytes'
+SIZE_WITH_UNIT = ('a size with its unit, such as "500GiB", "400TiB", "1.5TB", "800G" or "4096B" '
+                  '(a bare number is refused: write "80%" for a percentage)')
 COUNT_EXPECTED = 'a count such as 3000000, "3M" or "500k"'
 PERCENT_EXPECTED = 'a percentage such as "75%"'
+
+MAX_DURATION = 10 * 365 * 86400.0
+"""Ten years: far beyond any sensible period or timeout, far inside what timers (time_t,
+threading.TIMEOUT_MAX) and datetimes (year 9999) can hold, so a valid value always runs."""
+MAX_AMOUNT = 2**63 - 1
+"""Sizes and counts are stored in SQLite, whose integers are 64-bit."""
 
 _DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)")
@@ -34,28 +43,42 @@ def parse_duration(value: object) -> float:
         pos = match.end()
     if pos == 0 or text[pos:].strip():
         raise ValueError(DURATION_EXPECTED)
+    if not math.isfinite(total) or total > MAX_DURATION:
+        raise ValueError(f"{DURATION_EXPECTED}, at most 10 years ({MAX_DURATION:.0f}s)")
     return total
 
 
-def parse_size(value: object) -> int:
-    """Bytes. "GiB"/"G" are binary (as du and lfs print them), "GB" is decimal."""
+def parse_size(value: object, bare_bytes: bool = True) -> int:
+    """Bytes. "GiB"/"G" are binary (as du and lfs print them), "GB" is decimal, "B" bytes.
+    `bare_bytes=False` refuses a number without a unit: in a config, `warn = "80"` is far
+    more often a forgotten "%" than 80 bytes."""
+    expected = SIZE_EXPECTED if bare_bytes else SIZE_WITH_UNIT
     if isinstance(value, bool):
-        raise ValueError(SIZE_EXPECTED)
+        raise ValueError(expected)
     if isinstance(value, int):
-        if value < 0:
-            raise ValueError(SIZE_EXPECTED)
-        return value
+        if value < 0 or not bare_bytes:
+            raise ValueError(expected)
+        return _bounded(value, expected)
     if not isinstance(value, str):
-        raise ValueError(SIZE_EXPECTED)
+        raise ValueError(expected)
     match = _SIZE.fullmatch(value.strip())
     if not match:
-        raise ValueError(SIZE_EXPECTED)
+        raise ValueError(expected)
     number, prefix, suffix = float(match.group(1)), match.group(2).lower(), match.group(3).lower()
+    if not (bare_bytes or prefix or suffix):
+        raise ValueError(expected)
     if suffix == "b" and prefix:
-        return int(number * _DECIMAL[prefix])
+        return _bounded(number * _DECIMAL[prefix], expected)
     if suffix == "i":
-        raise ValueError(SIZE_EXPECTED)
-    return int(number * _BINARY[prefix])
+        raise ValueError(expected)
+    return _bounded(number * _BINARY[prefix], expected)
+
+
+def _bounded(amount: float, expected: str) -> int:
+    """int(amount), refused when it is not finite or does not fit 64 bits."""
+    if not math.isfinite(amount) or amount > MAX_AMOUNT:
+        raise ValueError(f"{expected}, at most 8EiB (2**63 - 1)")
+    return int(amount)
 
 
 def parse_count(value: object) -> int:
@@ -65,14 +88,14 @@ def parse_count(value: object) -> int:
     if isinstance(value, int):
         if value < 0:
             raise ValueError(COUNT_EXPECTED)
-        return value
+        return _bounded(value, COUNT_EXPECTED)
     if not isinstance(value, str):
         raise ValueError(COUNT_EXPECTED)
     match = _COUNT.fullmatch(value.strip())
     if not match:
         raise ValueError(COUNT_EXPECTED)
     prefix = match.group(2).lower()
-    return int(float(match.group(1)) * (_DECIMAL[prefix] if prefix else 1))
+    return _bounded(float(match.group(1)) * (_DECIMAL[prefix] if prefix else 1), COUNT_EXPECTED)
 
 
 def parse_percent(value: object) -> float:

@@ -203,10 +203,11 @@ def test_a_plugin_that_fails_to_import_is_named_with_its_error(tmp_path: Path) -
     assert "a loadable plugin (ImportError: x)" in problem
 
 
-def test_toml_syntax_errors_name_the_file(tmp_path: Path) -> None:
-    cfg = write(tmp_path, "[scheduler\n")
+def test_toml_syntax_errors_name_the_file_line_column_and_what_is_wrong(tmp_path: Path) -> None:
+    cfg = write(tmp_path, "[scheduler]\ntick = soon\n")
     (problem,) = problems_of(cfg)
-    assert problem.startswith(str(cfg)) and "valid TOML" in problem
+    assert problem == (f"{cfg}: line 2, column 8: TOML syntax error: invalid value, in: tick = soon")
+    assert "valid TOML" not in problem
 
 
 def test_unknown_top_level_tables_and_wrong_shapes(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from watchdogs.config.model import (
     SchedulerSettings,
     frozen_map,
 )
-from watchdogs.config.options import validate_table
+from watchdogs.config.options import Option, path_problem, validate_table
 from watchdogs.errors import ConfigError, ConfigProblem, WatchdogsError
 from watchdogs.plugins import CHECKS_GROUP, NOTIFIERS_GROUP, Registry, load_group
 
@@ -119,14 +120,52 @@ def _parse_toml(source: bytes, path: Path) -> dict[str, Any]:
 
 def _read_toml(path: Path, problems: _Problems) -> dict[str, Any]:
     try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
+        data = path.read_bytes()
     except FileNotFoundError:
         raise WatchdogsError(f"{path}: config file not found") from None
     except OSError as exc:
-        raise WatchdogsError(f"{path}: cannot read config: {exc.strerror}") from None
+        raise WatchdogsError(f"{path}: cannot read config: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line, column = _position(data, exc.start)
+        raise _syntax(path, f"line {line}, column {column}: not UTF-8 text (byte "
+                            f"0x{data[exc.start]:02x}); TOML files are UTF-8") from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError([ConfigProblem(str(path), "", "", None, f"valid TOML ({exc})")]) from None
+        raise _syntax(path, _toml_problem(str(exc), text)) from None
+    except RecursionError:
+        raise _syntax(path, "TOML syntax error: arrays or tables nested too deeply") from None
+
+
+def _syntax(path: Path, text: str) -> ConfigError:
+    return ConfigError([ConfigProblem(str(path), "", "", None, text)])
+
+
+_AT = re.compile(r"\s*\(at line (\d+), column (\d+)\)$|\s*\(at end of document\)$")
+
+
+def _toml_problem(message: str, text: str) -> str:
+    """tomllib's "Invalid value (at line 3, column 7)" as "line 3, column 7: TOML syntax
+    error: invalid value, in: tick = 10s"."""
+    match = _AT.search(message)
+    what = message[:match.start()] if match else message
+    what = what[:1].lower() + what[1:]
+    if match and match.group(1):
+        line_no = int(match.group(1))
+        lines = text.splitlines()
+        shown = lines[line_no - 1].strip() if 0 < line_no <= len(lines) else ""
+        where = f"line {line_no}, column {match.group(2)}: "
+        return f"{where}TOML syntax error: {what}" + (f", in: {shown[:120]}" if shown else "")
+    if match:
+        return f"at the end of the file: TOML syntax error: {what}"
+    return f"TOML syntax error: {what}"
+
+
+def _position(data: bytes, offset: int) -> tuple[int, int]:
+    line_start = data.rfind(b"\n", 0, offset) + 1
+    return data.count(b"\n", 0, offset) + 1, offset - line_start + 1
 
 
 def _resolve(value: Any, base: Path) -> Any:
@@ -149,7 +188,22 @@ def _section(raw: dict[str, Any], name: str, options: Mapping[str, Any], problem
     for key, value in values.items():
         if key in ("state_dir", "cron_dir", "stop_file", "templates") and isinstance(value, str):
             values[key] = Path(value).expanduser()
-    return {k: _resolve(v, base) for k, v in values.items()}
+    values = {k: _resolve(v, base) for k, v in values.items()}
+    problems.extend(f"[{name}]", _path_problems(table, values, options))
+    return values
+
+
+def _path_problems(raw: Mapping[str, Any], values: Mapping[str, Any], options: Mapping[str, Option]
+                   ) -> list[tuple[str, Any, str]]:
+    """Folders that must exist (or be creatable), checked once relative paths are resolved."""
+    found = []
+    for key, option in options.items():
+        value = values.get(key)
+        if option.exists and isinstance(value, Path):
+            reason = path_problem(value, option.exists)
+            if reason:
+                found.append((key, raw.get(key, str(value)), reason))
+    return found
 
 
 def _scheduler_settings(values: dict[str, Any], base: Path) -> SchedulerSettings:
@@ -203,6 +257,7 @@ def _plugin_table(table: Any, label: str, kind: str, common: Mapping[str, Any],
     own, found = validate_table(table, cls.options, skip=tuple(common))
     # Resolve relative paths first, so cross-key rules (e.g. secret-file permissions) see the real file.
     own = {k: _resolve(v, base) for k, v in own.items()}
+    found += _path_problems(table, own, cls.options)
     if not found:
         found = list(cls.validate_options(own))
     problems.extend(label, found)

@@ -2,10 +2,15 @@
 the loader validates every table against them and reports every problem at once.
 
 A kind is a callable that turns the raw TOML value into the typed value, or raises
-ValueError whose text says what was expected.
+ValueError whose text says what was expected. Kinds are bounded so that what validates
+also runs: durations fit every timer, sizes fit SQLite, paths hold no NUL, names fit
+Slurm and file names. Each kind carries a `kind_name` so tools (the property-based test,
+docs) can tell kinds apart without calling them.
 """
 from __future__ import annotations
 
+import math
+import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -18,17 +23,71 @@ Kind = Callable[[Any], Any]
 _MISSING = object()
 
 
+DIR = "dir"
+"""`Option.exists`: the path must be an existing folder."""
+DIR_OR_NEW = "dir_or_new"
+"""`Option.exists`: an existing folder, or one that can be made (its nearest existing
+ancestor is a folder we may write to)."""
+
+
 @dataclass(frozen=True)
 class Option:
     kind: Kind
     default: Any = None
     required: bool = False
     help: str = ""
+    exists: str | None = None
+    """DIR or DIR_OR_NEW: checked by the loader once relative paths are resolved."""
+    below: str | None = None
+    """The name of a key of the same table whose value this one must stay under (a warning
+    threshold below its critical one); compared only when both are of the same sort."""
+    above: str | None = None
+    """Like `below`, the other way round (warn_days above crit_days)."""
+
+
+def _named(name: str, fn: Kind) -> Kind:
+    fn.kind_name = name  # type: ignore[attr-defined]  # a tag for tools, read with getattr
+    return fn
+
+
+def kind_name(kind: Kind) -> str:
+    return str(getattr(kind, "kind_name", getattr(kind, "__name__", "unknown")))
+
+
+def _no_nul(value: str, expected: str) -> str:
+    if "\0" in value:
+        raise ValueError(f"{expected} without NUL characters")
+    return value
 
 
 def string(value: Any) -> str:
     if not isinstance(value, str) or not value:
         raise ValueError("a non-empty string")
+    return _no_nul(value, "a string")
+
+
+_NAME_BAD = re.compile(r"[/\x00-\x1f\x7f]")
+MAX_NAME = 100
+
+
+def name(value: Any) -> str:
+    """A [[check]] or [[notify]] name: it becomes an item id, a lock and log file name."""
+    expected = f"a name of 1 to {MAX_NAME} characters without '/' or control characters"
+    if not isinstance(value, str) or not value.strip() or len(value) > MAX_NAME \
+            or _NAME_BAD.search(value) or value in (".", ".."):
+        raise ValueError(expected)
+    return value
+
+
+_SLURM_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,99}")
+
+
+def slurm_name(value: Any) -> str:
+    """A Slurm job name that is also a safe file name: squeue --name takes a comma list,
+    and log file names are made from it."""
+    if not isinstance(value, str) or not _SLURM_NAME.fullmatch(value):
+        raise ValueError("a job name of letters, digits, '_', '.', '+' and '-' (up to 100, "
+                         "not starting with '.', '+' or '-')")
     return value
 
 
@@ -46,21 +105,40 @@ def integer(minimum: int = 0, maximum: int | None = None) -> Kind:
         if value < minimum or (maximum is not None and value > maximum):
             raise ValueError(expected)
         return value
-    return parse
+    parse.minimum, parse.maximum = minimum, maximum  # type: ignore[attr-defined]  # for tools
+    return _named("integer", parse)
 
 
 def number(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError("a number")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError("a finite number")
     return float(value)
 
 
-def duration(value: Any) -> float:
-    return units.parse_duration(value)
+def duration_at_least(minimum: float) -> Kind:
+    """A duration of at least `minimum` seconds (and at most units.MAX_DURATION): a period
+    or a timeout of 0 would spin or never wait."""
+    def parse(value: Any) -> float:
+        seconds = units.parse_duration(value)
+        if seconds < minimum:
+            shown = units.format_duration(minimum) if minimum >= 1 else f"{minimum * 1000:g}ms"
+            raise ValueError(f"{units.DURATION_EXPECTED}, at least {shown}")
+        return seconds
+    parse.minimum = minimum  # type: ignore[attr-defined]  # for tools
+    return _named("duration", parse)
+
+
+duration = duration_at_least(0.001)
+"""Any positive duration: timeouts, ages, windows."""
+period = duration_at_least(1.0)
+"""How often something runs: at least a second."""
 
 
 def size(value: Any) -> int:
-    return units.parse_size(value)
+    return units.parse_size(value, bare_bytes=False)
+
+
+_named("size", size)
 
 
 def count(value: Any) -> int:
@@ -69,6 +147,11 @@ def count(value: Any) -> int:
 
 def percent(value: Any) -> float:
     return units.parse_percent(value)
+
+
+for _kind, _name in ((string, "string"), (boolean, "boolean"), (number, "number"), (count, "count"),
+                     (percent, "percent"), (name, "name"), (slurm_name, "slurm_name")):
+    _named(_name, _kind)
 
 
 @dataclass(frozen=True)
@@ -95,7 +178,8 @@ def limit(absolute: Kind) -> Kind:
             return Limit(amount=absolute(value))
         except ValueError as exc:
             raise ValueError(f'{exc}, or a percentage such as "85%"') from None
-    return parse
+    parse.absolute = absolute  # type: ignore[attr-defined]  # for tools
+    return _named("limit", parse)
 
 
 def choice(*allowed: str) -> Kind:
@@ -103,7 +187,8 @@ def choice(*allowed: str) -> Kind:
         if value not in allowed:
             raise ValueError("one of " + ", ".join(repr(a) for a in allowed))
         return value
-    return parse
+    parse.allowed = allowed  # type: ignore[attr-defined]  # for tools
+    return _named("choice", parse)
 
 
 def regex(groups: int | None = None) -> Kind:
@@ -112,29 +197,54 @@ def regex(groups: int | None = None) -> Kind:
         if not isinstance(value, str):
             raise ValueError(expected)
         try:
-            pattern = re.compile(value)
-        except re.error as exc:
+            pattern = re.compile(_no_nul(value, expected))
+        except (re.error, RecursionError, OverflowError) as exc:
             raise ValueError(f"{expected} ({exc})") from None
         if groups is not None and pattern.groups != groups:
             raise ValueError(expected)
         return pattern
-    return parse
+    return _named("regex", parse)
 
 
 def path(value: Any) -> Path:
     """A path; relative paths are resolved against the config file's folder by the loader."""
-    if not isinstance(value, str) or not value:
+    if not isinstance(value, str) or not value.strip():
         raise ValueError("a path (string)")
-    return Path(value).expanduser()
+    try:
+        return Path(_no_nul(value, "a path")).expanduser()
+    except RuntimeError:  # "~nobody/x": no such user's home
+        raise ValueError("a path whose ~user exists") from None
 
 
 def string_list(value: Any) -> tuple[str, ...]:
     """A list of strings; a single string is taken as a list of one."""
+    expected = "a string or a non-empty list of strings"
     if isinstance(value, str) and value:
-        return (value,)
+        return (_no_nul(value, expected),)
     if isinstance(value, list) and value and all(isinstance(v, str) and v for v in value):
-        return tuple(value)
-    raise ValueError("a string or a non-empty list of strings")
+        return tuple(_no_nul(v, expected) for v in value)
+    raise ValueError(expected)
+
+
+_named("path", path)
+_named("string_list", string_list)
+
+
+def path_problem(value: Path, exists: str) -> str | None:
+    """Why a resolved path option cannot be used as `exists` asks, or None."""
+    where = Path(os.path.normpath(value))
+    if where.exists() and not where.is_dir():
+        return "a folder (this is a file)"
+    if exists == DIR:
+        return None if where.is_dir() else "an existing folder"
+    parent = where
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"a folder that can be created ({parent} is not a folder)"
+    if not os.access(parent, os.W_OK | os.X_OK) and not where.exists():
+        return f"a folder that can be created ({parent} is not writable)"
+    return None
 
 
 SEVERITIES = ("warning", "critical", "unknown", "resolved", "notice")
@@ -149,13 +259,16 @@ def notify_route(value: Any) -> Mapping[str, tuple[str, ...]]:
             names = string_list(value)
         except ValueError:
             raise ValueError(expected) from None
-        return {s: names for s in SEVERITIES}
+        return dict.fromkeys(SEVERITIES, names)
     if isinstance(value, dict) and value and set(value) <= set(SEVERITIES):
         try:
             return {k: string_list(v) if v else () for k, v in value.items()}
         except ValueError:
             raise ValueError(expected) from None
     raise ValueError(expected)
+
+
+_named("notify_route", notify_route)
 
 
 def validate_table(raw: Mapping[str, Any], options: Mapping[str, Option],
@@ -181,7 +294,34 @@ def validate_table(raw: Mapping[str, Any], options: Mapping[str, Option],
             problems.append((key, _MISSING_TEXT, f"this key is required ({option.help or 'no default'})"))
         else:
             values[key] = option.default
-    return values, problems
+    return values, problems + order_problems(raw, values, options)
+
+
+def order_problems(raw: Mapping[str, Any], values: Mapping[str, Any], options: Mapping[str, Option]
+                   ) -> list[tuple[str, Any, str]]:
+    """`below`/`above` rules between keys of one table, checked where both values are set
+    and of the same sort (a percentage is not compared with an amount)."""
+    problems = []
+    for key, option in options.items():
+        for other, sign in ((option.below, "<"), (option.above, ">")):
+            if other is None or (key not in raw and other not in raw):
+                continue
+            mine, theirs = _comparable(values.get(key)), _comparable(values.get(other))
+            if mine is None or theirs is None or mine[0] != theirs[0]:
+                continue
+            if (sign == "<" and not mine[1] < theirs[1]) or (sign == ">" and not mine[1] > theirs[1]):
+                word = "below" if sign == "<" else "above"
+                shown = raw.get(key, f"{values.get(key)} (default)")
+                problems.append((key, shown, f"a value {word} {other} ({raw.get(other, 'its default')!r})"))
+    return problems
+
+
+def _comparable(value: Any) -> tuple[str, float] | None:
+    if isinstance(value, Limit):
+        return ("%", value.percent) if value.percent is not None else ("amount", float(value.amount or 0))
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return ("amount", float(value))
+    return None
 
 
 _MISSING_TEXT = "(missing)"

@@ -5,12 +5,17 @@ Each check type and channel adds its own keys through its class's `options`.
 from __future__ import annotations
 
 from watchdogs.config.options import (
+    DIR,
+    DIR_OR_NEW,
     Option,
     boolean,
     duration,
     integer,
+    name,
     notify_route,
     path,
+    period,
+    slurm_name,
     string,
     string_list,
 )
@@ -25,14 +30,15 @@ def http_url(value: object) -> str:
 
 SCHEDULER = {
     "state_dir": Option(path, default="~/.local/state/watchdogs",
-                        help="SQLite state and run logs"),
-    "cron_dir": Option(path, default=None, help="default: cron.d beside the config"),
-    "tick": Option(duration, default=10.0, help="how often due items are gathered and run"),
+                        help="SQLite state and run logs", exists=DIR_OR_NEW),
+    "cron_dir": Option(path, default=None, help="default: cron.d beside the config",
+                       exists=DIR_OR_NEW),
+    "tick": Option(period, default=10.0, help="how often due items are gathered and run"),
     "dropin_timeout": Option(duration, default=600.0, help="default timeout of a drop-in run"),
     "check_timeout": Option(duration, default=120.0, help="default timeout of a built-in check"),
     "log_retention": Option(duration, default=7 * 86400.0, help="run logs older are pruned"),
     "stop_file": Option(path, default=None, help="default: STOP in the state dir"),
-    "job_name": Option(string, default="watchdogs-cron", help="the scheduler's own job name"),
+    "job_name": Option(slurm_name, default="watchdogs-cron", help="the scheduler's own job name"),
     "heartbeat_stale": Option(duration, default=300.0, help="heartbeat age said loudly"),
     "heartbeat_url": Option(http_url, default=None,
                             help="dead man's switch: pinged while the scheduler runs "
@@ -46,9 +52,9 @@ SCHEDULER = {
 }
 
 CRON = {
-    "hourly": Option(duration, default=3600.0),
-    "daily": Option(duration, default=86400.0),
-    "weekly": Option(duration, default=7 * 86400.0),
+    "hourly": Option(period, default=3600.0),
+    "daily": Option(period, default=86400.0),
+    "weekly": Option(period, default=7 * 86400.0),
 }
 
 ALERTS = {
@@ -56,14 +62,14 @@ ALERTS = {
     "repeat_every": Option(duration, default=4 * 3600.0),
     "after": Option(integer(1), default=1),
     "channel_down_after": Option(duration, default=1800.0),
-    "templates": Option(path, default=None, help="folder of user templates"),
+    "templates": Option(path, default=None, help="folder of user templates", exists=DIR),
     "cluster": Option(string, default=None, help="cluster name shown in messages"),
 }
 
 CHECK_COMMON = {
-    "name": Option(string, required=True),
+    "name": Option(name, required=True),
     "type": Option(string, required=True),
-    "every": Option(duration, default=300.0),
+    "every": Option(period, default=300.0),
     "timeout": Option(duration, default=None),
     "notify": Option(notify_route, default=None),
     "runbook": Option(string, default=None),
@@ -74,7 +80,7 @@ CHECK_COMMON = {
 }
 
 NOTIFY_COMMON = {
-    "name": Option(string, required=True),
+    "name": Option(name, required=True),
     "type": Option(string, required=True),
     "enabled": Option(boolean, default=True),
 }
