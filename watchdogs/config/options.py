@@ -237,6 +237,8 @@ def path_problem(value: Path, exists: str) -> str | None:
         return "a folder (this is a file)"
     if exists == DIR:
         return None if where.is_dir() else "an existing folder"
+    if where.is_dir():
+        return None if os.access(where, os.W_OK | os.X_OK) else "a folder you may write to"
     parent = where
     while not parent.exists():
         parent = parent.parent
@@ -280,8 +282,7 @@ def validate_table(raw: Mapping[str, Any], options: Mapping[str, Option],
         if key in skip:
             continue
         if key not in options:
-            known = ", ".join(sorted(set(options) | set(skip)))
-            problems.append((key, value, f"no such key here (known keys: {known})"))
+            problems.append((key, value, _unknown_key(key, options, skip)))
             continue
         try:
             values[key] = options[key].kind(value)
@@ -325,3 +326,11 @@ def _comparable(value: Any) -> tuple[str, float] | None:
 
 
 _MISSING_TEXT = "(missing)"
+
+
+def _unknown_key(key: str, options: Mapping[str, Option], skip: Sequence[str]) -> str:
+    places = [k for k in (f"{key}_env", f"{key}_file") if k in options]
+    if places:
+        return f"no secret in the config: write it in a file or variable named by {' or '.join(places)}"
+    known = ", ".join(sorted(set(options) | set(skip)))
+    return f"no such key here (known keys: {known})"

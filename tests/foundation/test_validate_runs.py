@@ -1,0 +1,68 @@
+"""What `validate` accepts, `run` runs: configs generated from the option declarations
+either fail with one line per problem, or survive `watchdogs run --once` with no traceback
+(and no "internal error" result)."""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import logging
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+
+from tests.foundation.configgen import configs, make_site, to_toml
+from watchdogs.cli import main
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.tracebacks: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.exc_info:
+            self.tracebacks.append(self.format(record))
+
+
+def _cli(*argv: str) -> tuple[int, str, str, list[str]]:
+    """`watchdogs ARGV` in this process: exit code, stdout, stderr, logged tracebacks. An
+    exception escaping the CLI's error boundary fails the test by itself."""
+    out, err, logged = io.StringIO(), io.StringIO(), _Records()
+    logging.getLogger().addHandler(logged)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(list(argv))
+    finally:
+        logging.getLogger().removeHandler(logged)
+    return code, out.getvalue(), err.getvalue(), logged.tracebacks
+
+
+@pytest.mark.timeout(300)
+@settings(max_examples=40, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(config=configs())
+def test_a_config_that_validates_runs_and_one_that_does_not_gets_one_line_per_problem(
+        slurm_cluster: Path, config: dict[str, object]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        make_site(root)
+        path = root / "watchdogs.toml"
+        path.write_text(to_toml(config))
+        code, out, err, tracebacks = _cli("validate", "--json", "--config", str(path))
+        verdict = json.loads(out) if out else {"valid": False, "problems": None}
+        assert not tracebacks and "Traceback" not in err
+        event("valid" if verdict["valid"] else "invalid")
+        if not verdict["valid"]:
+            assert code == 2
+            problems = verdict["problems"]
+            assert problems, err
+            assert all("\n" not in p and p.startswith(str(path)) for p in problems), problems
+            return
+        code, out, err, tracebacks = _cli("run", "--once", "--json", "--config", str(path))
+        assert "Traceback" not in err and not tracebacks, (to_toml(config), err, tracebacks)
+        assert code in (0, 1, 2, 3), (to_toml(config), err)
+        items = json.loads(out)["items"] if out else []
+        assert not [i for i in items if "internal error" in i["summary"]], (to_toml(config), items)
