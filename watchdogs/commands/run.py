@@ -59,8 +59,10 @@ def _once(args: argparse.Namespace) -> CommandResult:
                       "job_id": run.job_id, "seconds": round(run.finished - run.started, 3)})
     for refusal in report.refused:
         lines.append(f"REFUSED  {refusal}")
-    if not report.runs:
+    lines += [f"SKIPPED  {skip}" for skip in report.skipped]
+    if not report.runs and not report.skipped:
         lines.append("nothing due" if args.due else "nothing to run: no checks and no drop-ins")
     data = {"items": items, "refused": [{"path": r.path, "reason": r.reason} for r in report.refused],
+            "skipped": [{"item": s.item, "reason": s.reason} for s in report.skipped],
             "worst": report.worst.name}
     return CommandResult("\n".join(lines), data, exit_code=int(report.worst))

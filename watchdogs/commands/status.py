@@ -76,7 +76,7 @@ def render(data: dict[str, Any], stale_after: float) -> str:
     lines += _item_table(data["items"], now)
     if data["refused"]:
         lines.append("")
-        lines.append(f"REFUSED ({len(data['refused'])}; not run: fix owner/permissions, see the log):")
+        lines.append(f"NOT RUN ({len(data['refused'])}; each line says why):")
         lines += [f"  {r['path']}: {r['reason']}" for r in data["refused"]]
     lines.append("")
     lines.append(f"logs: runs in {data['logs']['runs']}/<item>/, scheduler in {data['logs']['scheduler']}/")

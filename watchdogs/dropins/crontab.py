@@ -69,8 +69,10 @@ def parse_line(line: str, line_no: int, base: Path) -> CrontabEntry:
         raise ValueError("a command after the schedule and options")
     timeout = _timeout(options.get("timeout"))
     name = options.get("name") or Path(rest[0]).name
-    if not _NAME.fullmatch(name):
-        raise ValueError(f"name={name!r} made of letters, digits, '_', '.' and '-'")
+    if not _NAME.fullmatch(name) or name.startswith("."):
+        # The name becomes a folder of run logs and a lock file: ".." would escape them.
+        raise ValueError(f"name={name!r} made of letters, digits, '_', '.' and '-', "
+                         "not starting with '.'")
     command = Path(rest[0]).expanduser()
     command = command if command.is_absolute() else base / command
     return CrontabEntry(line_no, name, schedule, (str(command), *rest[1:]), timeout)

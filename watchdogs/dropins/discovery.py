@@ -5,6 +5,7 @@ every tick and picks up new, changed and removed drop-ins without a restart.
 """
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -14,7 +15,7 @@ from pathlib import Path
 from watchdogs import units
 from watchdogs.config.model import CronPeriods
 from watchdogs.dropins.crontab import parse_crontab
-from watchdogs.dropins.safety import Refusal, check_path, is_leftover, unsafe_reason
+from watchdogs.dropins.safety import Refusal, check_path, is_documentation, is_leftover, unsafe_reason
 from watchdogs.schedules import Schedule, every
 
 PERIODS = ("hourly", "daily", "weekly")
@@ -68,15 +69,19 @@ def _scan_folder(folder: Path, schedule: Schedule, uid: int) -> tuple[list[DropI
         return [], [Refusal(str(folder), f"folder {reason}; nothing in it runs")]
     dropins, refused = [], []
     for path in sorted(folder.iterdir()):
-        if is_leftover(path.name):
+        if is_leftover(path.name) or is_documentation(path.name):
             continue
         try:
             st = path.stat()
-        except OSError:
-            continue  # a dangling symlink: nothing to run
+        except OSError as exc:
+            refused.append(Refusal(str(path), _stat_failure(path, exc)))
+            continue
         slurm = path.suffix == ".slurm"
-        if not stat.S_ISREG(st.st_mode) or not (slurm or os.access(path, os.X_OK)):
-            continue  # READMEs, notes, sub-folders: not drop-ins
+        if not stat.S_ISREG(st.st_mode):
+            continue  # sub-folders are not drop-ins
+        if not (slurm or os.access(path, os.X_OK)):
+            refused.append(Refusal(str(path), "not executable, so not run (chmod u+x to run it)"))
+            continue
         reason = unsafe_reason(st, uid) or _link_reason(path, uid)
         try:
             timeout = _header_timeout(path)
@@ -88,6 +93,15 @@ def _scan_folder(folder: Path, schedule: Schedule, uid: int) -> tuple[list[DropI
         dropins.append(DropIn(f"{folder.name}/{path.name}", "slurm" if slurm else "dropin",
                               (str(path),), schedule, timeout, submit=slurm))
     return dropins, refused
+
+
+def _stat_failure(path: Path, exc: OSError) -> str:
+    """Why a name in a drop-in folder cannot even be looked at."""
+    if exc.errno == errno.ELOOP:
+        return "symlink loop, so not run"
+    if exc.errno == errno.ENOENT and path.is_symlink():
+        return f"dangling symlink (to {os.readlink(path)}), so not run"
+    return f"cannot stat ({exc.strerror}), so not run"
 
 
 def _link_reason(path: Path, uid: int) -> str | None:

@@ -1,29 +1,38 @@
 """Run one executable drop-in: its own session (process group), its own log, a timeout.
 
 At the timeout the whole process group gets SIGTERM, then SIGKILL after KILL_GRACE_S, so
-a hung `df` on a dead mount or a forgotten child cannot block later runs. The output
-follows the Nagios plugin convention (exit code = status, first line = summary, perfdata
-after `|`), so existing monitoring plugins work unchanged.
+a hung `df` on a dead mount or a forgotten child cannot block later runs. The drop-in runs
+below a small subreaper (`reaper.py`) that kills what it leaves behind when it exits,
+even processes that escaped its session; those are named in the result. Its output is
+capped (`capture.py`). The output follows the Nagios plugin convention (exit code =
+status, first line = summary, perfdata after `|`), so existing monitoring plugins work
+unchanged.
 """
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO
+from typing import BinaryIO
 
 from watchdogs import humanize
+from watchdogs.dropins import reaper
+from watchdogs.dropins.capture import DEFAULT_CAP, CappedStream
 from watchdogs.result import CheckResult, Status, parse_plugin_output
 
 KILL_GRACE_S = 5.0
-MAX_PARSED_BYTES = 1 << 20
+DRAIN_S = 10.0
+"""After the drop-in and its leftovers are gone, how long the output readers may take."""
 TIMEOUT = "timeout"
 SHUTDOWN = "shutdown"
+REAPER = reaper.__file__
 
 
 class DropInProcess:
@@ -32,12 +41,13 @@ class DropInProcess:
     from any thread."""
 
     def __init__(self, argv: Sequence[str], timeout: float, log_path: Path,
-                 env: Mapping[str, str], cwd: Path) -> None:
+                 env: Mapping[str, str], cwd: Path, output_cap: int = DEFAULT_CAP) -> None:
         self.argv = tuple(argv)
         self.timeout = timeout
         self.log_path = log_path
         self.env = dict(env)
         self.cwd = cwd
+        self.output_cap = output_cap
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
         self._why: str | None = None
@@ -45,18 +55,16 @@ class DropInProcess:
     def run(self) -> CheckResult | None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         started = time.monotonic()
-        with open(self.log_path, "wb") as out, open(self._err_path(), "w+b") as err:
+        with open(self.log_path, "wb") as out:
             try:
-                code = self._run(out, err)
+                code, output, errors = self._run(out)
             except OSError as exc:
-                code, why = None, f"cannot run {self.argv[0]}: {exc.strerror or exc}"
-                err.write(why.encode())
-            err.seek(0)
-            errors = err.read(MAX_PARSED_BYTES).decode(errors="replace")
-        self._err_path().unlink(missing_ok=True)
-        output = self._read_output()
+                code, output, errors = None, "", f"cannot run {self.argv[0]}: {exc.strerror or exc}"
+        leftovers = self._leftovers()
         result = self._result(code, output, errors)
-        self._append_footer(errors, code, time.monotonic() - started, result)
+        if result is not None and leftovers:
+            result = _with_leftovers(result, leftovers)
+        self._append_footer(errors, code, time.monotonic() - started, result, leftovers)
         return result
 
     def kill(self, why: str) -> None:
@@ -71,13 +79,21 @@ class DropInProcess:
             follow_up.daemon = True
             follow_up.start()
 
-    def _run(self, out: IO[bytes], err: IO[bytes]) -> int | None:
+    def _run(self, out: BinaryIO) -> tuple[int | None, str, str]:
+        """(exit code or None, stdout kept, stderr kept)."""
+        self._report_path().unlink(missing_ok=True)
         with self._lock:
             if self._why is not None:
-                return None  # shut down before it started
-            # A session of its own, so a timeout kills the drop-in's children too.
-            self._proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                          cwd=self.cwd, env=self.env, start_new_session=True)
+                return None, "", ""  # shut down before it started
+            # A session of its own, so a timeout kills the drop-in's children too; below the
+            # reaper, so children that leave the session are killed as well.
+            argv = [sys.executable, "-I", REAPER, str(self._report_path()), *self.argv]
+            self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, cwd=self.cwd, env=self.env,
+                                          start_new_session=True)
+        assert self._proc.stdout is not None and self._proc.stderr is not None
+        stdout = CappedStream(self._proc.stdout, out, self.output_cap)
+        stderr = CappedStream(self._proc.stderr, None, self.output_cap)
         timer = threading.Timer(self.timeout, self.kill, args=(TIMEOUT,))
         timer.daemon = True
         timer.start()
@@ -85,7 +101,19 @@ class DropInProcess:
         timer.cancel()
         if self._why is not None:
             self._signal_group(self._proc, signal.SIGKILL)  # stragglers of a killed run
-        return code
+        for stream in (stdout, stderr):
+            stream.join(DRAIN_S)
+        out.write(stdout.rest())
+        return code, stdout.text(), stderr.text()
+
+    def _leftovers(self) -> list[str]:
+        """"pid command" of each process the drop-in left behind (killed by the reaper)."""
+        try:
+            lines = self._report_path().read_text(errors="replace").splitlines()
+        except OSError:
+            return []
+        self._report_path().unlink(missing_ok=True)
+        return [line for line in lines if line.strip()]
 
     @staticmethod
     def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
@@ -111,22 +139,28 @@ class DropInProcess:
             output = errors.strip().splitlines()[-1]  # no stdout: the last error line says why
         return parse_plugin_output(code, output)
 
-    def _read_output(self) -> str:
-        try:
-            with open(self.log_path, "rb") as fh:
-                return fh.read(MAX_PARSED_BYTES).decode(errors="replace")
-        except OSError:
-            return ""
-
     def _append_footer(self, errors: str, code: int | None, elapsed: float,
-                       result: CheckResult | None) -> None:
+                       result: CheckResult | None, leftovers: Sequence[str]) -> None:
         lines = []
         if errors.strip():
             lines.append("--- stderr ---\n" + errors.rstrip("\n"))
+        if leftovers:
+            lines.append("--- left running after exit, killed ---\n" + "\n".join(leftovers))
         verdict = result.status.name if result else "interrupted (scheduler stopped)"
         lines.append(f"--- {' '.join(self.argv)}: exit {code} after {elapsed:.2f}s: {verdict}")
         with open(self.log_path, "a") as fh:
             fh.write("\n" + "\n".join(lines) + "\n")
 
-    def _err_path(self) -> Path:
-        return self.log_path.with_name(self.log_path.name + ".stderr")
+    def _report_path(self) -> Path:
+        return self.log_path.with_name(self.log_path.name + ".leftovers")
+
+
+def _with_leftovers(result: CheckResult, leftovers: Sequence[str]) -> CheckResult:
+    """The run's result, saying what it left running: at least a WARNING, as leaked
+    processes pile up in the scheduler's job until they are found."""
+    count = len(leftovers)
+    summary = (f"{result.summary} (left {count} process{'es' if count != 1 else ''} running "
+               "after it exited: killed)")
+    status = max(result.status, Status.WARNING) if result.status != Status.UNKNOWN else result.status
+    return dataclasses.replace(result, status=status, summary=summary,
+                               details=(*result.details, *(f"killed leftover: {x}" for x in leftovers)))

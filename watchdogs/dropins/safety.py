@@ -1,7 +1,8 @@
 """run-parts/cron safety rules for drop-ins.
 
-Skipped silently: hidden files and editor or package-manager leftovers, which are never
-meant to run. Refused loudly: files and folders that someone else could have written,
+Skipped silently: hidden files, editor or package-manager leftovers and READMEs, which
+are never meant to run. Shown as not run: anything else that cannot run (not executable,
+a dangling symlink, a symlink loop). Refused loudly: files and folders that someone else could have written,
 since on shared storage they would let others run code as you. Root-owned files are
 accepted as well as your own (root can run code as you anyway), which lets a crontab
 line or a symlink name a system plugin such as /usr/lib/nagios/plugins/check_disk.
@@ -35,6 +36,14 @@ def is_leftover(name: str) -> bool:
         return True
     lowered = name.lower()
     return lowered.endswith(_LEFTOVER_SUFFIXES) or any(i in lowered for i in _LEFTOVER_INFIXES)
+
+
+_DOC_SUFFIXES = (".md", ".txt", ".rst")
+
+
+def is_documentation(name: str) -> bool:
+    """README, notes.md: documentation kept beside the drop-ins, never meant to run."""
+    return name.upper().startswith("README") or name.lower().endswith(_DOC_SUFFIXES)
 
 
 def unsafe_reason(st: os.stat_result, uid: int) -> str | None:

@@ -156,8 +156,8 @@ class Scheduler:
             return
         scheduled = {d.item: d.scheduled for d in dues if d.item in self.items}
         batch = [self.items[i] for i in scheduled]
-        for item_id in self.runner.start(batch, now, scheduled):
-            LOG.info("%s: still running from its last due time; this run is skipped", item_id)
+        for skip in self.runner.start(batch, now, scheduled):
+            LOG.info("%s: %s; this run is skipped", skip.item, skip.reason)
         self.records.plan({i: self._next_run(i) for i in scheduled})
 
     def _settle(self, finished: list[tuple[FinishedRun, Item]], now: float) -> None:

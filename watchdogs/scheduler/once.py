@@ -17,7 +17,7 @@ from watchdogs.result import Status, worst
 from watchdogs.scheduler.items import Item, all_items
 from watchdogs.scheduler.prune import SCHEDULER_LOGS, prune_files
 from watchdogs.scheduler.records import FinishedRun, GuardedRecords
-from watchdogs.scheduler.runner import RUNS_DIR, Finished, LoopEvent, Runner
+from watchdogs.scheduler.runner import RUNS_DIR, Finished, LoopEvent, Runner, Skip
 from watchdogs.schedules import first_run
 from watchdogs.state.store import StateUnavailable
 
@@ -47,6 +47,8 @@ class _StateTrouble:
 class OnceReport:
     runs: tuple[FinishedRun, ...]
     refused: tuple[Refusal, ...]
+    skipped: tuple[Skip, ...] = ()
+    """Due items not run because a run of theirs is going on elsewhere (the scheduler)."""
 
     @property
     def worst(self) -> Status:
@@ -78,10 +80,10 @@ def run_once(config: Config, store: StateStore, sink: ResultSink, registry: Regi
         else list(items.values())
     done: queue.Queue[LoopEvent] = queue.Queue()
     runner = Runner(config, store, records, done, None, env, clock)
-    runner.start(chosen, now, {i.id: now for i in chosen})
+    skipped = runner.start(chosen, now, {i.id: now for i in chosen})
     finished: list[tuple[FinishedRun, Item]] = []
     try:
-        while len(finished) < len(chosen):
+        while len(finished) < len(chosen) - len(skipped):
             event = done.get()
             if isinstance(event, Finished):  # the only kind a Runner puts; a Due comes from APScheduler
                 finished.append((event.run, event.item))
@@ -98,7 +100,7 @@ def run_once(config: Config, store: StateStore, sink: ResultSink, registry: Regi
     except StateUnavailable as exc:
         LOG.error("%s: alerts of this run were not recorded or sent", exc)
     runs = sorted((run for run, _ in finished), key=lambda r: r.item)
-    return OnceReport(tuple(runs), tuple(refused))
+    return OnceReport(tuple(runs), tuple(refused), tuple(skipped))
 
 
 def _dt(ts: float) -> datetime:

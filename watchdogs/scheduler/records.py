@@ -130,6 +130,12 @@ class Records:
                            " running_instance = excluded.running_instance",
                            [(item, kind, now, instance) for item, kind in items])
 
+    def note_job(self, item: str, job_id: str) -> None:
+        """A *.slurm drop-in's job id, recorded as soon as sbatch answers (under the item's
+        lock), so no other process submits the item again before the run is recorded."""
+        with self.store.transaction() as db:
+            db.execute("UPDATE sched_items SET last_job_id = ? WHERE item = ?", (job_id, item))
+
     def finished(self, runs: list[FinishedRun]) -> None:
         """Record runs (one transaction for a whole tick)."""
         with self.store.transaction() as db:

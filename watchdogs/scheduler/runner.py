@@ -25,6 +25,7 @@ from watchdogs.dropins.execute import SHUTDOWN, DropInProcess
 from watchdogs.dropins.submit import OwnJobsWatcher, my_active_jobs, still_active, submit
 from watchdogs.errors import WatchdogsError
 from watchdogs.result import CheckResult, Status
+from watchdogs.scheduler.itemlock import ItemLocks
 from watchdogs.scheduler.items import Item
 from watchdogs.scheduler.prune import RUNS_DIR
 from watchdogs.scheduler.records import FinishedRun, Records
@@ -66,6 +67,17 @@ class Run:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
+@dataclass(frozen=True)
+class Skip:
+    """An item that was due but not started, and why."""
+
+    item: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.item}: {self.reason}"
+
+
 def run_log_path(state_dir: Path, item_id: str, started: float) -> Path:
     stamp = datetime.fromtimestamp(started, timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
     return state_dir / RUNS_DIR / item_id / f"{stamp}.log"
@@ -93,22 +105,28 @@ class Runner:
         self.clock = clock
         self.running: dict[str, Run] = {}
         self.hung: dict[str, Run] = {}
+        self.locks = ItemLocks(config.scheduler.state_dir)
 
     def start(self, items: Sequence[Item], now: float, due: Mapping[str, float] | None = None
-              ) -> list[str]:
-        """Start every item that is not already running; returns the ids skipped because
-        their previous run is still going (an item never overlaps itself). A check whose
-        previous run never returned is reported UNKNOWN instead of being started again."""
+              ) -> list[Skip]:
+        """Start every item that is not already running, here or in another process on the
+        same state dir; returns the items skipped because a run of theirs is still going
+        (an item never overlaps itself). A check whose previous run never returned is
+        reported UNKNOWN instead of being started again."""
         skipped, fresh = [], []
         for item in items:
             hung = self.hung.get(item.id)
+            holder = None if item.id in self.running else self.locks.acquire(item.id)
             if item.id in self.running:
-                skipped.append(item.id)
+                skipped.append(Skip(item.id, "still running from its last due time"))
+            elif holder is not None:
+                skipped.append(Skip(item.id, f"running in another process ({holder})"))
             elif hung is not None and hung.thread is not None and hung.thread.is_alive():
                 since = humanize.moment_seconds(datetime.fromtimestamp(hung.started, timezone.utc))
                 self.done.put(Finished(FinishedRun(item.id, item.kind, self.instance, now, now, CheckResult(
                     Status.UNKNOWN, f"previous run (started {since}) has not returned; not started again"),
                     due=(due or {}).get(item.id)), item))
+                self.locks.release(item.id)
             else:
                 self.hung.pop(item.id, None)
                 fresh.append(item)
@@ -203,7 +221,10 @@ class Runner:
             waiting = still_active(previous, active)
             if waiting is not None:
                 return waiting, None
-        return submit(run.item.dropin.argv, log, env)
+        result, job_id = submit(run.item.dropin.argv, log, env)
+        if job_id is not None:
+            self.records.note_job(run.item.id, job_id)  # before the lock goes: no twin submission
+        return result, job_id
 
     def _finish(self, run: Run, result: CheckResult | None, log: str | None = None,
                 job_id: str | None = None) -> None:
@@ -212,5 +233,8 @@ class Runner:
             if run.done.is_set():
                 return
             run.done.set()
+        # A check cut off by its timeout frees its item here although its thread may still
+        # be stuck; this process will not start it again meanwhile (see `hung`).
+        self.locks.release(run.item.id)
         self.done.put(Finished(FinishedRun(run.item.id, run.item.kind, self.instance, run.started,
                                            self.clock(), result, log, job_id, run.due), run.item))
