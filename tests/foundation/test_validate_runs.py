@@ -3,10 +3,7 @@ either fail with one line per problem, or survive `watchdogs run --once` with no
 (and no "internal error" result)."""
 from __future__ import annotations
 
-import contextlib
-import io
 import json
-import logging
 import tempfile
 from pathlib import Path
 
@@ -14,30 +11,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 
 from tests.foundation.configgen import configs, make_site, to_toml
-from watchdogs.cli import main
-
-
-class _Records(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.tracebacks: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.exc_info:
-            self.tracebacks.append(self.format(record))
-
-
-def _cli(*argv: str) -> tuple[int, str, str, list[str]]:
-    """`watchdogs ARGV` in this process: exit code, stdout, stderr, logged tracebacks. An
-    exception escaping the CLI's error boundary fails the test by itself."""
-    out, err, logged = io.StringIO(), io.StringIO(), _Records()
-    logging.getLogger().addHandler(logged)
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main(list(argv))
-    finally:
-        logging.getLogger().removeHandler(logged)
-    return code, out.getvalue(), err.getvalue(), logged.tracebacks
+from tests.foundation.inprocess import cli
 
 
 @pytest.mark.timeout(300)
@@ -51,7 +25,7 @@ def test_a_config_that_validates_runs_and_one_that_does_not_gets_one_line_per_pr
         make_site(root)
         path = root / "watchdogs.toml"
         path.write_text(to_toml(config))
-        code, out, err, tracebacks = _cli("validate", "--json", "--config", str(path))
+        code, out, err, tracebacks = cli("validate", "--json", "--config", str(path))
         verdict = json.loads(out) if out else {"valid": False, "problems": None}
         assert not tracebacks and "Traceback" not in err
         event("valid" if verdict["valid"] else "invalid")
@@ -61,7 +35,7 @@ def test_a_config_that_validates_runs_and_one_that_does_not_gets_one_line_per_pr
             assert problems, err
             assert all("\n" not in p and p.startswith(str(path)) for p in problems), problems
             return
-        code, out, err, tracebacks = _cli("run", "--once", "--json", "--config", str(path))
+        code, out, err, tracebacks = cli("run", "--once", "--json", "--config", str(path))
         assert "Traceback" not in err and not tracebacks, (to_toml(config), err, tracebacks)
         assert code in (0, 1, 2, 3), (to_toml(config), err)
         items = json.loads(out)["items"] if out else []
