@@ -15,7 +15,6 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from watchdogs.errors import SecretError
-
 from watchdogs.redact import MASK, PATTERNS
 
 _MIN_FRAGMENT = 8

@@ -189,16 +189,33 @@ def _section(raw: dict[str, Any], name: str, options: Mapping[str, Any], problem
         if key in ("state_dir", "cron_dir", "stop_file", "templates") and isinstance(value, str):
             values[key] = Path(value).expanduser()
     values = {k: _resolve(v, base) for k, v in values.items()}
-    problems.extend(f"[{name}]", _path_problems(table, values, options))
+    problems.extend(f"[{name}]", _path_problems(table, values, options, base))
     return values
 
 
-def _path_problems(raw: Mapping[str, Any], values: Mapping[str, Any], options: Mapping[str, Option]
-                   ) -> list[tuple[str, Any, str]]:
+def _climbs_past_root(given: str, base: Path) -> bool:
+    """True for a path whose '..'s lead above / (from the config's folder when relative):
+    the kernel quietly stops at /, so "../../../x" would mean /x."""
+    path = Path(given).expanduser()
+    depth = 0 if path.is_absolute() else len(base.parts) - 1
+    for part in path.parts[1:] if path.is_absolute() else path.parts:
+        depth += -1 if part == ".." else 0 if part == "." else 1
+        if depth < 0:
+            return True
+    return False
+
+
+def _path_problems(raw: Mapping[str, Any], values: Mapping[str, Any], options: Mapping[str, Option],
+                   base: Path) -> list[tuple[str, Any, str]]:
     """Folders that must exist (or be creatable), checked once relative paths are resolved."""
     found = []
     for key, option in options.items():
         value = values.get(key)
+        given = raw.get(key)
+        if isinstance(given, str) and isinstance(value, Path) and _climbs_past_root(given, base):
+            found.append((key, given, "a path that does not climb above / (more '..' than the "
+                                      "config's folder has levels)"))
+            continue
         if option.exists and isinstance(value, Path):
             reason = path_problem(value, option.exists)
             if reason:
@@ -246,7 +263,7 @@ def _plugin_table(table: Any, label: str, kind: str, common: Mapping[str, Any],
     values, found = validate_table(common_raw, common)
     problems.extend(label, found)
     type_name = values.get("type")
-    cls = registry.classes.get(type_name) if isinstance(type_name, str) else None
+    cls: Any = registry.classes.get(type_name) if isinstance(type_name, str) else None
     if cls is None:
         if isinstance(type_name, str):
             _unknown_type(label, type_name, registry, problems)
@@ -257,7 +274,7 @@ def _plugin_table(table: Any, label: str, kind: str, common: Mapping[str, Any],
     own, found = validate_table(table, cls.options, skip=tuple(common))
     # Resolve relative paths first, so cross-key rules (e.g. secret-file permissions) see the real file.
     own = {k: _resolve(v, base) for k, v in own.items()}
-    found += _path_problems(table, own, cls.options)
+    found += _path_problems(table, own, cls.options, base)
     if not found:
         found = list(cls.validate_options(own))
     problems.extend(label, found)

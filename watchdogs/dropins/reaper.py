@@ -15,6 +15,7 @@ other children are never reaped by mistake).
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import resource
@@ -83,10 +84,8 @@ def _clean_up(report: str) -> None:
         fh.writelines(f"{pid} {_cmdline(pid)}\n" for pid in left)
     for sig, wait in ((signal.SIGTERM, GRACE_S), (signal.SIGKILL, GIVE_UP_S)):
         for pid in _below(me):
-            try:
+            with contextlib.suppress(OSError):
                 os.kill(pid, sig)
-            except OSError:
-                pass
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
             _reap()

@@ -198,6 +198,7 @@ class Runner:
         log = run_log_path(self.store.state_dir, run.item.id, run.started)
         env = dropin_env(self.env, self.config, run.item.id)
         job_id = None
+        result: CheckResult | None
         try:
             if dropin.submit:
                 result, job_id = self._submit(run, ctx, log, env)
