@@ -65,6 +65,7 @@ class Run:
     thread: threading.Thread | None = None
     process: DropInProcess | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
+    reported: bool = False
 
 
 @dataclass(frozen=True)
@@ -231,11 +232,12 @@ class Runner:
                 job_id: str | None = None) -> None:
         """Report a run once: whichever comes first of its result and its timeout."""
         with run.lock:
-            if run.done.is_set():
+            if run.reported:
                 return
-            run.done.set()
+            run.reported = True
+        self.done.put(Finished(FinishedRun(run.item.id, run.item.kind, self.instance, run.started,
+                                           self.clock(), result, log, job_id, run.due), run.item))
         # A check cut off by its timeout frees its item here although its thread may still
         # be stuck; this process will not start it again meanwhile (see `hung`).
         self.locks.release(run.item.id)
-        self.done.put(Finished(FinishedRun(run.item.id, run.item.kind, self.instance, run.started,
-                                           self.clock(), result, log, job_id, run.due), run.item))
+        run.done.set()  # last: whoever waits on it (stop) finds the result already queued
