@@ -87,7 +87,7 @@ class DropInProcess:
                 return None, "", ""  # shut down before it started
             # A session of its own, so a timeout kills the drop-in's children too; below the
             # reaper, so children that leave the session are killed as well.
-            argv = [sys.executable, "-I", REAPER, str(self._report_path()), *self.argv]
+            argv = [sys.executable, "-I", "-S", REAPER, str(self._report_path()), *self.argv]
             self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                           stderr=subprocess.PIPE, cwd=self.cwd, env=self.env,
                                           start_new_session=True)

@@ -1,6 +1,6 @@
 """Run a drop-in and kill whatever it leaves behind, even processes that left its session.
 
-    python -I reaper.py REPORT_FILE ARGV...
+    python -I -S reaper.py REPORT_FILE ARGV...
 
 This process makes itself a child subreaper (prctl PR_SET_CHILD_SUBREAPER), so every
 process the drop-in starts stays below it however it detaches (`&`, `setsid`, a double
@@ -9,7 +9,7 @@ fork): when its parent dies it is re-parented here, not to init. Once the drop-i
 SIGKILL after a grace period, and is reaped; their pids and command lines go to
 REPORT_FILE for the run's result. Exits as the drop-in did (same code or same signal).
 
-Stdlib only and run with `python -I`: it starts in a few tens of milliseconds and
+Stdlib only and run with `python -I -S`: it starts in about 0.1 s on a busy node and
 imports nothing of ours (the scheduler's own process is never made a subreaper, so its
 other children are never reaped by mistake).
 """
