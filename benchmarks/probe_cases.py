@@ -30,7 +30,7 @@ class Probe:
     config: str
     steps: list[list[list[str]]]
     check: Check
-    setup: Callable[[Path], None] | None = None
+    setup: Callable[[Path], object] | None = None
     cleanup: Callable[[Path], None] | None = None
     timeout: float = 60.0
     needs_slurm: bool = False
@@ -135,6 +135,11 @@ def ran_once(root: Path, outs: Sequence[Outcome]) -> str | None:
     return None if trace.count("start") == 1 else f"started {trace.count('start')} times"
 
 
+def _config_is_a_folder(root: Path) -> None:
+    (root / "watchdogs.toml").unlink()
+    (root / "watchdogs.toml").mkdir()
+
+
 def _config_probes() -> list[Probe]:
     bad = {
         "tick 0s": BASE + 'tick = "0s"\n',
@@ -175,8 +180,7 @@ def _config_probes() -> list[Probe]:
                         else None if "line 4, column" in outs[0].out else "no line and column"))
     probes.append(Probe("config", "config is a folder", "", VALIDATE,
                         lambda root, outs: None if outs[0].code == 2 else f"exit {outs[0].code}",
-                        setup=lambda root: os.replace(root / "watchdogs.toml", root / "x") or
-                        (root / "watchdogs.toml").mkdir()))
+                        setup=_config_is_a_folder))
     probes.append(Probe("config", "edge values that validate also run",
                         BASE + 'tick = "1s"\ncheck_timeout = "3650d"\n[cron]\nhourly = "3650d"\n' + DISK
                         + 'every = "1s"\ntimeout = "3650d"\nwarn = "0%"\ncrit = "100%"\n'
