@@ -4,20 +4,38 @@ either fail with one line per problem, or survive `watchdogs run --once` with no
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 
 from tests.foundation.configgen import configs, make_site, to_toml
 from tests.foundation.inprocess import cli
+
+
+def _edge(scheduler: dict[str, Any] | None = None, check: dict[str, Any] | None = None
+          ) -> dict[str, Any]:
+    """A config with one edge value, tried on every run besides the generated ones."""
+    return {"scheduler": scheduler or {"state_dir": "state"}, "cron": {}, "alerts": {},
+            "check": [check] if check else [], "notify": []}
+
+
+def _last_json(out: str) -> dict[str, Any]:
+    """The command's --json document: printed last, after whatever a `console` channel with
+    stream = "stdout" printed before it."""
+    starts = [m.start() for m in re.finditer(r"(?m)^\{$", out)]
+    return dict(json.loads(out[starts[-1]:])) if starts else {"items": []}
 
 
 @pytest.mark.timeout(300)
 @settings(max_examples=40, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(config=configs())
+@example(config=_edge(check={"name": "c0", "type": "disk", "path": ".", "bytes_limit": "9" * 400 + "G"}))
+@example(config=_edge(scheduler={"state_dir": "~no-such-user-x/state"}))
 def test_a_config_that_validates_runs_and_one_that_does_not_gets_one_line_per_problem(
         slurm_cluster: Path, config: dict[str, object]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
@@ -38,5 +56,5 @@ def test_a_config_that_validates_runs_and_one_that_does_not_gets_one_line_per_pr
         code, out, err, tracebacks = cli("run", "--once", "--json", "--config", str(path))
         assert "Traceback" not in err and not tracebacks, (to_toml(config), err, tracebacks)
         assert code in (0, 1, 2, 3), (to_toml(config), err)
-        items = json.loads(out)["items"] if out else []
+        items = _last_json(out)["items"] if out else []
         assert not [i for i in items if "internal error" in i["summary"]], (to_toml(config), items)
