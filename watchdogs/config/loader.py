@@ -19,7 +19,8 @@ from watchdogs.config.model import (
     SchedulerSettings,
     frozen_map,
 )
-from watchdogs.config.options import Option, path_problem, validate_table
+from watchdogs.config.options import Option, validate_table
+from watchdogs.config.paths import path_problem
 from watchdogs.errors import ConfigError, ConfigProblem, WatchdogsError
 from watchdogs.plugins import CHECKS_GROUP, NOTIFIERS_GROUP, Registry, load_group
 

@@ -10,7 +10,6 @@ docs) can tell kinds apart without calling them.
 from __future__ import annotations
 
 import math
-import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -23,13 +22,6 @@ Kind = Callable[[Any], Any]
 _MISSING = object()
 
 
-DIR = "dir"
-"""`Option.exists`: the path must be an existing folder."""
-DIR_OR_NEW = "dir_or_new"
-"""`Option.exists`: an existing folder, or one that can be made (its nearest existing
-ancestor is a folder we may write to)."""
-
-
 @dataclass(frozen=True)
 class Option:
     kind: Kind
@@ -37,7 +29,7 @@ class Option:
     required: bool = False
     help: str = ""
     exists: str | None = None
-    """DIR or DIR_OR_NEW: checked by the loader once relative paths are resolved."""
+    """paths.DIR or paths.DIR_OR_NEW: checked by the loader once relative paths are resolved."""
     below: str | None = None
     """The name of a key of the same table whose value this one must stay under (a warning
     threshold below its critical one); compared only when both are of the same sort."""
@@ -45,7 +37,7 @@ class Option:
     """Like `below`, the other way round (warn_days above crit_days)."""
 
 
-def _named(name: str, fn: Kind) -> Kind:
+def named_kind(name: str, fn: Kind) -> Kind:
     fn.kind_name = name  # type: ignore[attr-defined]  # a tag for tools, read with getattr
     return fn
 
@@ -66,31 +58,6 @@ def string(value: Any) -> str:
     return _no_nul(value, "a string")
 
 
-_NAME_BAD = re.compile(r"[/\x00-\x1f\x7f]")
-MAX_NAME = 100
-
-
-def name(value: Any) -> str:
-    """A [[check]] or [[notify]] name: it becomes an item id, a lock and log file name."""
-    expected = f"a name of 1 to {MAX_NAME} characters without '/' or control characters"
-    if not isinstance(value, str) or not value.strip() or len(value) > MAX_NAME \
-            or _NAME_BAD.search(value) or value in (".", ".."):
-        raise ValueError(expected)
-    return value
-
-
-_SLURM_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,99}")
-
-
-def slurm_name(value: Any) -> str:
-    """A Slurm job name that is also a safe file name: squeue --name takes a comma list,
-    and log file names are made from it."""
-    if not isinstance(value, str) or not _SLURM_NAME.fullmatch(value):
-        raise ValueError("a job name of letters, digits, '_', '.', '+' and '-' (up to 100, "
-                         "not starting with '.', '+' or '-')")
-    return value
-
-
 def boolean(value: Any) -> bool:
     if not isinstance(value, bool):
         raise ValueError("true or false")
@@ -106,7 +73,7 @@ def integer(minimum: int = 0, maximum: int | None = None) -> Kind:
             raise ValueError(expected)
         return value
     parse.minimum, parse.maximum = minimum, maximum  # type: ignore[attr-defined]  # for tools
-    return _named("integer", parse)
+    return named_kind("integer", parse)
 
 
 def number(value: Any) -> float:
@@ -125,7 +92,7 @@ def duration_at_least(minimum: float) -> Kind:
             raise ValueError(f"{units.DURATION_EXPECTED}, at least {shown}")
         return seconds
     parse.minimum = minimum  # type: ignore[attr-defined]  # for tools
-    return _named("duration", parse)
+    return named_kind("duration", parse)
 
 
 duration = duration_at_least(0.001)
@@ -138,7 +105,7 @@ def size(value: Any) -> int:
     return units.parse_size(value, bare_bytes=False)
 
 
-_named("size", size)
+named_kind("size", size)
 
 
 def count(value: Any) -> int:
@@ -150,8 +117,8 @@ def percent(value: Any) -> float:
 
 
 for _kind, _name in ((string, "string"), (boolean, "boolean"), (number, "number"), (count, "count"),
-                     (percent, "percent"), (name, "name"), (slurm_name, "slurm_name")):
-    _named(_name, _kind)
+                     (percent, "percent")):
+    named_kind(_name, _kind)
 
 
 @dataclass(frozen=True)
@@ -179,7 +146,7 @@ def limit(absolute: Kind) -> Kind:
         except ValueError as exc:
             raise ValueError(f'{exc}, or a percentage such as "85%"') from None
     parse.absolute = absolute  # type: ignore[attr-defined]  # for tools
-    return _named("limit", parse)
+    return named_kind("limit", parse)
 
 
 def choice(*allowed: str) -> Kind:
@@ -188,7 +155,7 @@ def choice(*allowed: str) -> Kind:
             raise ValueError("one of " + ", ".join(repr(a) for a in allowed))
         return value
     parse.allowed = allowed  # type: ignore[attr-defined]  # for tools
-    return _named("choice", parse)
+    return named_kind("choice", parse)
 
 
 def regex(groups: int | None = None) -> Kind:
@@ -203,7 +170,7 @@ def regex(groups: int | None = None) -> Kind:
         if groups is not None and pattern.groups != groups:
             raise ValueError(expected)
         return pattern
-    return _named("regex", parse)
+    return named_kind("regex", parse)
 
 
 def path(value: Any) -> Path:
@@ -226,27 +193,8 @@ def string_list(value: Any) -> tuple[str, ...]:
     raise ValueError(expected)
 
 
-_named("path", path)
-_named("string_list", string_list)
-
-
-def path_problem(value: Path, exists: str) -> str | None:
-    """Why a resolved path option cannot be used as `exists` asks, or None."""
-    where = Path(os.path.normpath(value))
-    if where.exists() and not where.is_dir():
-        return "a folder (this is a file)"
-    if exists == DIR:
-        return None if where.is_dir() else "an existing folder"
-    if where.is_dir():
-        return None if os.access(where, os.W_OK | os.X_OK) else "a folder you may write to"
-    parent = where
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir():
-        return f"a folder that can be created ({parent} is not a folder)"
-    if not os.access(parent, os.W_OK | os.X_OK) and not where.exists():
-        return f"a folder that can be created ({parent} is not writable)"
-    return None
+named_kind("path", path)
+named_kind("string_list", string_list)
 
 
 SEVERITIES = ("warning", "critical", "unknown", "resolved", "notice")
@@ -270,7 +218,7 @@ def notify_route(value: Any) -> Mapping[str, tuple[str, ...]]:
     raise ValueError(expected)
 
 
-_named("notify_route", notify_route)
+named_kind("notify_route", notify_route)
 
 
 def validate_table(raw: Mapping[str, Any], options: Mapping[str, Option],

@@ -5,20 +5,17 @@ Each check type and channel adds its own keys through its class's `options`.
 from __future__ import annotations
 
 from watchdogs.config.options import (
-    DIR,
-    DIR_OR_NEW,
     Option,
     boolean,
     duration,
     integer,
-    name,
     notify_route,
     path,
     period,
-    slurm_name,
     string,
     string_list,
 )
+from watchdogs.config.paths import DIR, DIR_OR_NEW, name, slurm_name
 
 
 def http_url(value: object) -> str:
