@@ -234,6 +234,12 @@ class GuardedRecords(Records):
         except Exception as exc:  # noqa: BLE001 - see beat
             self._skip(exc)
 
+    def note_job(self, item: str, job_id: str) -> None:
+        try:
+            super().note_job(item, job_id)
+        except Exception as exc:  # noqa: BLE001 - see beat
+            self._skip(exc)
+
     def close_interrupted(self, instance: int, now: float) -> list[str]:
         try:
             return super().close_interrupted(instance, now)
