@@ -24,7 +24,7 @@ from notifiers.base import Message, Notifier, TransportError
 from notifiers.common import RETRYABLE_HTTP, secret_pair_problems
 from notifiers.secrets import Secret, guard_logger
 from watchdogs.config.model import NotifyConfig
-from watchdogs.config.options import Option, duration, path, string, string_list
+from watchdogs.config.options import Option, path, string, string_list, timeout
 from watchdogs.errors import SecretError, WatchdogsError
 
 _STATUS = re.compile(r"\berror[=:]\s*(\d{3})\b")
@@ -69,7 +69,7 @@ class AppriseNotifier(Notifier):
         "urls": Option(string_list, default=None, help="Apprise URLs holding no secret"),
         "urls_env": Option(string, default=None, help="variable holding secret Apprise URL(s)"),
         "urls_file": Option(path, default=None, help="file (0600) holding Apprise URLs, one a line"),
-        "timeout": Option(duration, default=10.0, help="bound on one delivery round"),
+        "timeout": Option(timeout, default=10.0, help="bound on one delivery round"),
     }
     secret_keys = (("urls_env", "urls_file"),)
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from notifiers.base import Message, Notifier, TransportError
 from notifiers.common import secret_pair_problems
-from watchdogs.config.options import Option, boolean, duration, integer, path, string, string_list
+from watchdogs.config.options import Option, boolean, integer, path, string, string_list, timeout
 from watchdogs.errors import SecretError
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ class EmailNotifier(Notifier):
         "username": Option(string, default=None),
         "password_env": Option(string, default=None, help="environment variable holding the password"),
         "password_file": Option(path, default=None, help="file (mode 0600) holding the password"),
-        "timeout": Option(duration, default=10.0),
+        "timeout": Option(timeout, default=10.0),
         "ca_file": Option(path, default=None, help="CA certificates to verify the server with"),
         "html": Option(boolean, default=True, help="add an HTML alternative"),
     }

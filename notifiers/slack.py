@@ -21,7 +21,7 @@ from slack_sdk.http_retry.builtin_interval_calculators import BackoffRetryInterv
 from notifiers.base import Message, Notifier, TransportError
 from notifiers.common import http_failure, secret_pair_problems
 from notifiers.secrets import Secret, private_logger
-from watchdogs.config.options import Option, duration, integer, path, string
+from watchdogs.config.options import Option, duration, integer, path, string, timeout
 from watchdogs.errors import SecretError
 
 if TYPE_CHECKING:
@@ -81,7 +81,7 @@ class SlackNotifier(Notifier):
         "token_file": Option(path, default=None, help="file (0600) holding a bot token"),
         "channel": Option(string, default=None, help="channel for the bot token, e.g. #train-alerts"),
         "base_url": Option(string, default=None, help="API root (token) or host (webhook) to use instead"),
-        "timeout": Option(duration, default=10.0),
+        "timeout": Option(timeout, default=10.0),
         "max_retries": Option(integer(0, 5), default=2, help="in-call retries on 429/connection errors"),
         "max_retry_wait": Option(duration, default=10.0, help="longer Retry-After waits go to the outbox"),
         "ca_file": Option(path, default=None),

@@ -11,7 +11,7 @@ import requests
 
 from notifiers.base import Message, Notifier, TransportError
 from notifiers.common import http_failure, secret_pair_problems
-from watchdogs.config.options import Option, duration, integer, path, string, string_list
+from watchdogs.config.options import Option, integer, path, string, string_list, timeout
 from watchdogs.errors import SecretError
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ class SmsNotifier(Notifier):
         "from_number": Option(string, required=True, help="sending number, E.164 (+15550001111)"),
         "to": Option(string_list, required=True, help="receiving numbers, E.164"),
         "base_url": Option(string, default="https://api.twilio.com"),
-        "timeout": Option(duration, default=10.0),
+        "timeout": Option(timeout, default=10.0),
         "max_length": Option(integer(20, 1600), default=320, help="characters per message"),
         "ca_file": Option(path, default=None),
     }

@@ -16,7 +16,7 @@ from notifiers.base import Message, Notifier, TransportError
 from notifiers.common import http_failure, secret_pair_problems, string_map
 from notifiers.secrets import guard_logger
 from watchdogs import __version__
-from watchdogs.config.options import Option, duration, integer, path, string
+from watchdogs.config.options import Option, integer, path, string, timeout
 from watchdogs.errors import SecretError
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ class WebhookNotifier(Notifier):
         "token_file": Option(path, default=None, help="file (0600) holding a token for auth_header"),
         "auth_header": Option(string, default="Authorization"),
         "auth_scheme": Option(string, default="Bearer", help='"raw" sends the token alone'),
-        "timeout": Option(duration, default=10.0),
+        "timeout": Option(timeout, default=10.0),
         "ca_file": Option(path, default=None),
         "limit": Option(integer(1, 10000), default=50, help="events listed in the text"),
     }

@@ -35,6 +35,7 @@ DISK = '[[check]]\nname = "d"\ntype = "disk"\npath = "."\n'
     ('[scheduler]\ndropin_timeout = "999999999999d"\n', "[scheduler]", "dropin_timeout",
      "at most 10 years"),
     (DISK + 'timeout = "0s"\n', 'check "d"', "timeout", "at least 1ms"),
+    (DISK + 'probe_timeout = "3650d"\n', 'check "d"', "probe_timeout", "at most 1d for a timeout"),
     ('[scheduler]\nstate_dir = "a-file"\n', "[scheduler]", "state_dir", "a folder (this is a file)"),
     ('[scheduler]\njob_name = "a/b"\n', "[scheduler]", "job_name", "a job name of letters"),
     ('[scheduler]\njob_name = "x,y"\n', "[scheduler]", "job_name", "a job name of letters"),

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, event, example, given, settings
+from hypothesis import HealthCheck, Phase, event, example, given, settings
 
 from tests.foundation.configgen import configs, make_site, to_toml
 from tests.foundation.inprocess import cli
@@ -32,6 +32,7 @@ def _last_json(out: str) -> dict[str, Any]:
 
 @pytest.mark.timeout(300)
 @settings(max_examples=40, deadline=None, derandomize=True,
+          phases=[Phase.explicit, Phase.generate, Phase.shrink],  # "explain" traces: minutes
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(config=configs())
 @example(config=_edge(check={"name": "c0", "type": "disk", "path": ".", "bytes_limit": "9" * 400 + "G"}))

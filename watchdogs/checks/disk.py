@@ -58,6 +58,10 @@ class DiskCheck(Check):
         "scan_timeout": Option(o.duration, default=60.0),
         "scan_workers": Option(o.integer(1, 64), default=DEFAULT_WORKERS,
                                help="find processes in parallel; more for NFS/Lustre"),
+
+        "probe_timeout": Option(o.timeout, default=15.0),
+        "scan_timeout": Option(o.timeout, default=60.0),
+        "scan_workers": Option(o.integer(1, 64), default=8),
     }
 
     def run(self, ctx: TickContext) -> CheckResult:

@@ -16,7 +16,17 @@ from typing import Any, ClassVar
 from watchdogs.checks import jobend, jobfiles, jobnotices
 from watchdogs.checks.base import Check
 from watchdogs.checks.context import TickContext
-from watchdogs.config.options import Kind, Option, duration, integer, path, regex, string, string_list
+from watchdogs.config.options import (
+    Kind,
+    Option,
+    duration,
+    integer,
+    path,
+    regex,
+    string,
+    string_list,
+    timeout,
+)
 from watchdogs.errors import SlurmError, WatchdogsError
 from watchdogs.result import CheckResult, Notice, Status
 from watchdogs.slurmctl import resubmit
@@ -71,7 +81,7 @@ class JobCheck(Check):
         "checkpoints": Option(path, help="trainguard's checkpoint folder (the step saved)"),
         "notices": Option(subset_of(*jobnotices.KINDS), default=(),
                           help="lifecycle notices to send: started, requeued, ended"),
-        "probe_timeout": Option(duration, default=10.0, help="reading logs and checkpoints"),
+        "probe_timeout": Option(timeout, default=10.0, help="reading logs and checkpoints"),
     }
 
     @classmethod

@@ -24,6 +24,9 @@ from watchdogs.checks.job import WatchesLinkedJob
 from watchdogs.config.options import Option, choice, duration, path, regex, size, string
 from watchdogs.errors import SlurmError
 from watchdogs.fsprobe import hangs, staleness
+
+from watchdogs.config.options import Option, duration, path, regex, size, string, timeout
+from watchdogs.fsprobe import staleness
 from watchdogs.fsprobe.bounded import probe
 from watchdogs.humanize import duration as format_duration
 from watchdogs.result import CheckResult, Status, worst
@@ -46,7 +49,7 @@ class LogStaleCheck(WatchesLinkedJob, Check):
         "job": Option(string, help="the name of the `job` check of this training"),
         "heartbeats": Option(path, help="folder of trainguard heartbeat records"),
         "tail": Option(size, default=64 * 1024, help="how much of the log's end to search"),
-        "probe_timeout": Option(duration, default=15.0, help="a filesystem slower than this "
+        "probe_timeout": Option(timeout, default=15.0, help="a filesystem slower than this "
                                                             "is 'not responding'"),
         "hung_action": Option(choice(*ACTIONS), default="none",
                               help="when a heartbeat says hung for longer than hung_grace: "

@@ -101,6 +101,20 @@ period = duration_at_least(1.0)
 """How often something runs: at least a second."""
 
 
+
+def _timeout(value: Any) -> float:
+    seconds = duration(value)
+    if seconds > MAX_TIMEOUT:
+        raise ValueError(f"{units.DURATION_EXPECTED}, at most 1d for a timeout")
+    return seconds
+
+
+MAX_TIMEOUT = 86400.0
+"""A timeout of at most a day: poll(2) and friends take milliseconds in a C int (24.8 days)."""
+timeout = named_kind("duration", _timeout)
+"""How long to wait for something: positive, at most a day."""
+
+
 def size(value: Any) -> int:
     return units.parse_size(value, bare_bytes=False)
 

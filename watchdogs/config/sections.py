@@ -14,6 +14,7 @@ from watchdogs.config.options import (
     period,
     string,
     string_list,
+    timeout,
 )
 from watchdogs.config.paths import DIR, DIR_OR_NEW, name, slurm_name
 
@@ -31,8 +32,8 @@ SCHEDULER = {
     "cron_dir": Option(path, default=None, help="default: cron.d beside the config",
                        exists=DIR_OR_NEW),
     "tick": Option(period, default=10.0, help="how often due items are gathered and run"),
-    "dropin_timeout": Option(duration, default=600.0, help="default timeout of a drop-in run"),
-    "check_timeout": Option(duration, default=120.0, help="default timeout of a built-in check"),
+    "dropin_timeout": Option(timeout, default=600.0, help="default timeout of a drop-in run"),
+    "check_timeout": Option(timeout, default=120.0, help="default timeout of a built-in check"),
     "log_retention": Option(duration, default=7 * 86400.0, help="run logs older are pruned"),
     "stop_file": Option(path, default=None, help="default: STOP in the state dir"),
     "job_name": Option(slurm_name, default="watchdogs-cron", help="the scheduler's own job name"),
@@ -67,7 +68,7 @@ CHECK_COMMON = {
     "name": Option(name, required=True),
     "type": Option(string, required=True),
     "every": Option(period, default=300.0),
-    "timeout": Option(duration, default=None),
+    "timeout": Option(timeout, default=None),
     "notify": Option(notify_route, default=None),
     "runbook": Option(string, default=None),
     "after": Option(integer(1), default=None),
