@@ -54,14 +54,10 @@ class DiskCheck(Check):
         "checkpoint_dir": Option(o.path, help="or measure the newest checkpoint in this folder"),
         "count": Option(o.choice("allocated", "apparent"), default="allocated",
                         help="scan: allocated blocks (du -s) or apparent sizes (du -sb)"),
-        "probe_timeout": Option(o.duration, default=15.0),
-        "scan_timeout": Option(o.duration, default=60.0),
-        "scan_workers": Option(o.integer(1, 64), default=DEFAULT_WORKERS,
-                               help="find processes in parallel; more for NFS/Lustre"),
-
         "probe_timeout": Option(o.timeout, default=15.0),
         "scan_timeout": Option(o.timeout, default=60.0),
-        "scan_workers": Option(o.integer(1, 64), default=8),
+        "scan_workers": Option(o.integer(1, 64), default=DEFAULT_WORKERS,
+                               help="find processes in parallel; more for NFS/Lustre"),
     }
 
     def run(self, ctx: TickContext) -> CheckResult:

@@ -21,12 +21,9 @@ from trainguard.heartbeat import Heartbeat
 from watchdogs.checks.base import Check
 from watchdogs.checks.context import TickContext
 from watchdogs.checks.job import WatchesLinkedJob
-from watchdogs.config.options import Option, choice, duration, path, regex, size, string
+from watchdogs.config.options import Option, choice, duration, path, regex, size, string, timeout
 from watchdogs.errors import SlurmError
 from watchdogs.fsprobe import hangs, staleness
-
-from watchdogs.config.options import Option, duration, path, regex, size, string, timeout
-from watchdogs.fsprobe import staleness
 from watchdogs.fsprobe.bounded import probe
 from watchdogs.humanize import duration as format_duration
 from watchdogs.result import CheckResult, Status, worst
