@@ -95,8 +95,8 @@ def duration_at_least(minimum: float) -> Kind:
     return named_kind("duration", parse)
 
 
-duration = duration_at_least(0.001)
-"""Any positive duration: timeouts, ages, windows."""
+duration = duration_at_least(0.0)
+"""Ages, windows, grace periods; "0s" may mean "off" (e.g. fail_fast)."""
 period = duration_at_least(1.0)
 """How often something runs: at least a second."""
 
@@ -104,6 +104,8 @@ period = duration_at_least(1.0)
 
 def _timeout(value: Any) -> float:
     seconds = duration(value)
+    if seconds < 0.001:
+        raise ValueError(f"{units.DURATION_EXPECTED}, at least 1ms for a timeout")
     if seconds > MAX_TIMEOUT:
         raise ValueError(f"{units.DURATION_EXPECTED}, at most 1d for a timeout")
     return seconds
