@@ -59,8 +59,10 @@ bench: install
 	$(PY) benchmarks/_table.py; \
 	if [ -n "$$failed" ]; then echo "failed:$$failed"; exit 1; fi
 
+# ruff, then mypy over the three packages (configuration in pyproject.toml).
 lint: install
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 clean: cluster-down
 	rm -rf $(VENV) .pytest_cache

@@ -28,17 +28,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.notifiers.fakes
 
-from _stats import Row, interleave, record, spread  # noqa: E402 - after the path fix
+from _stats import Row, interleave, record, spread
 
-from notifiers.render import Templates  # noqa: E402 - after the path fix
-from tests.notifiers.fakes import FakeHTTP, SmtpServer  # noqa: E402 - after the path fix
-from watchdogs.alerts import build_sink  # noqa: E402 - after the path fix
-from watchdogs.alerts.channels import build_notifier  # noqa: E402 - after the path fix
-from watchdogs.alerts.events import AlertEvent, Batch  # noqa: E402 - after the path fix
-from watchdogs.config import load_config  # noqa: E402 - after the path fix
-from watchdogs.result import CheckResult, Status  # noqa: E402 - after the path fix
-from watchdogs.sink import ItemOutcome  # noqa: E402 - after the path fix
-from watchdogs.state.store import StateStore  # noqa: E402 - after the path fix
+from notifiers.render import Templates
+from tests.notifiers.fakes import FakeHTTP, SmtpServer
+from watchdogs.alerts import build_sink
+from watchdogs.alerts.channels import build_notifier
+from watchdogs.alerts.events import AlertEvent, Batch
+from watchdogs.config import load_config
+from watchdogs.result import CheckResult, Status
+from watchdogs.sink import ItemOutcome
+from watchdogs.state.store import StateStore
 
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
 SID = "AC0123456789abcdef0123456789abcdef"

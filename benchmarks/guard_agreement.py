@@ -28,11 +28,11 @@ import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _stats import Row, record, spread  # noqa: E402 - after the path set-up above
+from _stats import Row, record, spread
 
-from trainguard import Guard, config_from  # noqa: E402 - after the path set-up above
-from trainguard.causes import MASK_LEN  # noqa: E402 - after the path set-up above
-from trainguard.slurm import JobEnv  # noqa: E402 - after the path set-up above
+from trainguard import Guard, config_from
+from trainguard.causes import MASK_LEN
+from trainguard.slurm import JobEnv
 
 CADENCES = (1, 10, 100)
 STEP_10MS_US = 10_000.0
@@ -44,7 +44,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def timed(body, first: int, steps: int, dist) -> float:  # noqa: ANN001 - a callable and torch.distributed
+def timed(body, first: int, steps: int, dist) -> float:
     dist.barrier()
     start = time.perf_counter_ns()
     for step in range(first, first + steps):   # steps only go forward, as in a training

@@ -29,11 +29,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _stats import Row, busy_cores, interleave, record, spread  # noqa: E402 - after the path set-up
+from _stats import Row, busy_cores, interleave, record, spread
 
-from trainguard import Guard, config_from  # noqa: E402 - after the path set-up above
-from trainguard.sensors import MAX_POLL_GAP  # noqa: E402 - after the path set-up above
-from trainguard.slurm import JobEnv  # noqa: E402 - after the path set-up above
+from trainguard import Guard, config_from
+from trainguard.sensors import MAX_POLL_GAP
+from trainguard.slurm import JobEnv
 
 STEP_10MS_NS = 10_000_000
 

@@ -32,10 +32,10 @@ import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _stats import Row, interleave, record, spread  # noqa: E402 - after the path set-up
+from _stats import Row, interleave, record, spread
 
-from trainguard import Guard, config_from  # noqa: E402 - after the path set-up above
-from trainguard.slurm import JobEnv  # noqa: E402 - after the path set-up above
+from trainguard import Guard, config_from
+from trainguard.slurm import JobEnv
 
 STEP_S = 0.010
 

@@ -24,10 +24,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _stats import Row, record, spread  # noqa: E402 - after the path set-up above
+from _stats import Row, record, spread
 
-from trainguard import REPORT_ONLY, Guard, config_from  # noqa: E402 - after the path set-up above
-from trainguard.slurm import JobEnv  # noqa: E402 - after the path set-up above
+from trainguard import REPORT_ONLY, Guard, config_from
+from trainguard.slurm import JobEnv
 
 
 def make_guard(root: Path, hang: bool) -> Guard:

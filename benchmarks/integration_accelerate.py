@@ -23,7 +23,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 try:
-    import accelerate  # type: ignore[import-untyped]  # noqa: F401 - no types; only to say what is missing
+    import accelerate  # type: ignore[import-untyped]
 except ImportError:
     sys.exit("integration benchmark skipped: accelerate is not installed "
              "(pip install 'slurm-watchdogs[accelerate]')")
@@ -31,10 +31,10 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     import torch
     from accelerate import Accelerator  # type: ignore[import-untyped]  # ships no type information
-from _stats import Row, record, spread  # noqa: E402 - after the imports above
+from _stats import Row, record, spread
 
-from trainguard import Guard, config_from  # noqa: E402 - after the imports above
-from trainguard.integrations.accelerate import accelerate_guard  # noqa: E402 - after the imports above
+from trainguard import Guard, config_from
+from trainguard.integrations.accelerate import accelerate_guard
 
 STEP_10MS_S = 0.010
 FEATURES, HIDDEN, BATCH = 64, 512, 128

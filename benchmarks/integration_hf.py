@@ -24,7 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 try:
-    import transformers  # noqa: F401 - only to say clearly what is missing
+    import transformers
 except ImportError:
     sys.exit("integration benchmark skipped: transformers is not installed "
              "(pip install 'slurm-watchdogs[hf]')")
@@ -41,10 +41,10 @@ with warnings.catch_warnings():
         TrainerState,
         TrainingArguments,
     )
-from _stats import Row, record, spread  # noqa: E402 - after the imports above
+from _stats import Row, record, spread
 
-from trainguard import config_from  # noqa: E402 - after the imports above
-from trainguard.integrations.hf import TrainguardCallback  # noqa: E402 - after the imports above
+from trainguard import config_from
+from trainguard.integrations.hf import TrainguardCallback
 
 STEP_10MS_S = 0.010
 SEQ, VOCAB = 16, 64

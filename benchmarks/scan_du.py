@@ -28,10 +28,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _stats import Row, interleave, ratios, record, spread  # noqa: E402 - after the path set-up
+from _stats import Row, interleave, ratios, record, spread
 
-from watchdogs.fsprobe.bounded import probe  # noqa: E402 - after the path set-up
-from watchdogs.fsprobe.scan import DEFAULT_WORKERS, scan_tree  # noqa: E402 - after the path set-up
+from watchdogs.fsprobe.bounded import probe
+from watchdogs.fsprobe.scan import DEFAULT_WORKERS, scan_tree
 
 PER_DIR = 500
 CMD = ".venv/bin/python benchmarks/scan_du.py"
@@ -106,7 +106,7 @@ def delayed(tree: Path, mount: Path, rounds: int, delay_ms: float) -> Row | None
     from tests.checks.hung_mount import fuse_available
     reason = fuse_available()
     try:
-        import mfusepy  # type: ignore[import-untyped]  # noqa: F401  # only: can it be built here?
+        import mfusepy  # type: ignore[import-untyped]  # only: can it be built here?
     except (ImportError, OSError) as exc:
         reason = reason or f"mfusepy/libfuse3 not installed ({exc})"
     if reason:

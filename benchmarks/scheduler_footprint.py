@@ -34,7 +34,7 @@ from pathlib import Path
 import psutil  # type: ignore[import-untyped]  # no stubs installed
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _stats import Row, interleave, record, spread  # noqa: E402 - after the path set-up
+from _stats import Row, interleave, record, spread
 
 DROPINS = 50
 CHECKS = 20

@@ -38,9 +38,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.notifiers.fakes
 
-from _stats import Row, record, spread  # noqa: E402 - after the path fix
+from _stats import Row, record, spread
 
-from tests.notifiers.fakes import FakeHTTP, SmtpServer  # noqa: E402 - after the path fix
+from tests.notifiers.fakes import FakeHTTP, SmtpServer
 
 TIMEOUT_S = 60.0
 
@@ -61,7 +61,7 @@ class Site:
 
     def popen(self) -> subprocess.Popen[bytes]:
         env = {**os.environ, "WATCHDOGS_CONFIG": str(self.config)}
-        log = open(self.root / "scheduler.log", "ab")  # noqa: SIM115 - closed with the process
+        log = open(self.root / "scheduler.log", "ab")
         return subprocess.Popen([sys.executable, "-m", "watchdogs", "run"], stdout=log,
                                 stderr=subprocess.STDOUT, env=env, cwd=self.root)
 

@@ -29,14 +29,14 @@ from pathlib import Path
 from typing import TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _stats import Row, interleave, record, spread  # noqa: E402 - after the path set-up
+from _stats import Row, interleave, record, spread
 
-from watchdogs.checks.base import run_check  # noqa: E402 - after the path set-up
-from watchdogs.checks.context import TickContext  # noqa: E402 - after the path set-up
-from watchdogs.checks.job import JobCheck  # noqa: E402 - after the path set-up
-from watchdogs.config.model import CheckConfig, frozen_map  # noqa: E402 - after the path set-up
-from watchdogs.slurmctl.squeue import FORMAT  # noqa: E402 - after the path set-up
-from watchdogs.state.store import StateStore  # noqa: E402 - after the path set-up
+from watchdogs.checks.base import run_check
+from watchdogs.checks.context import TickContext
+from watchdogs.checks.job import JobCheck
+from watchdogs.config.model import CheckConfig, frozen_map
+from watchdogs.slurmctl.squeue import FORMAT
+from watchdogs.state.store import StateStore
 
 JOBS, CHECKS = 1000, 20
 T = TypeVar("T")

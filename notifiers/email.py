@@ -97,7 +97,7 @@ class EmailNotifier(Notifier):
             raise TransportError(f"{self._where()}: TLS certificate refused: {exc.verify_message}",
                                  permanent=True) from None
         except (smtplib.SMTPException, OSError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            reason = exc.strerror or str(exc)  # SMTPException is an OSError too
             raise TransportError(self.scrub(
                 f"{self._where()}: {type(exc).__name__}: {reason or 'timed out'}")) from None
 

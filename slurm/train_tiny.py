@@ -68,7 +68,7 @@ def world() -> tuple[int, int]:
     return 0, 1
 
 
-def import_torch():  # noqa: ANN201 - returns the torch module
+def import_torch():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")   # "Failed to initialize NumPy": numpy is not needed here
         import torch
@@ -78,7 +78,7 @@ def import_torch():  # noqa: ANN201 - returns the torch module
 
 
 class Trainer:
-    def __init__(self, torch, args: argparse.Namespace, rank: int, size: int) -> None:  # noqa: ANN001
+    def __init__(self, torch, args: argparse.Namespace, rank: int, size: int) -> None:
         self.torch, self.args, self.rank, self.size = torch, args, rank, size
         torch.manual_seed(args.seed)
         gen = torch.Generator().manual_seed(args.seed + 1)
@@ -99,7 +99,7 @@ class Trainer:
         self.epoch, self.batch = 0, 0
         self.order = self._order(0)
 
-    def _order(self, epoch: int):  # noqa: ANN202 - a tensor
+    def _order(self, epoch: int):
         return self.torch.randperm(SAMPLES, generator=self.torch.Generator().manual_seed(
             self.args.seed + 100 + epoch))
 
@@ -137,7 +137,7 @@ class Trainer:
         return h.hexdigest()
 
 
-def init_distributed(torch, rank: int, size: int) -> None:  # noqa: ANN001
+def init_distributed(torch, rank: int, size: int) -> None:
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", str(20000 + int(os.environ.get("SLURM_JOB_ID", "0")) % 20000))
     torch.distributed.init_process_group("gloo", rank=rank, world_size=size)

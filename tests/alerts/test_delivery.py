@@ -99,7 +99,7 @@ def test_kill_9_in_the_middle_of_a_send_then_restart_delivers_once(tmp_path: Pat
     with SmtpServer(port) as smtp:
         restart(config)  # the dead sender's lease still holds: a second sender must not race it
         assert smtp.received == [] and len(pending(tmp_path)) == 1
-        lease_until = float(pending(tmp_path)[0]["lease_until"])  # type: ignore[arg-type]
+        lease_until = float(pending(tmp_path)[0]["lease_until"])  # type: ignore[arg-type]  # why: lease_until is a REAL column
         time.sleep(max(0.0, lease_until - time.time()) + 0.2)
         restart(config)
         restart(config)

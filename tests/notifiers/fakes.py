@@ -45,7 +45,7 @@ class Received:
 
     @property
     def message(self) -> EmailMessage:
-        return message_from_bytes(self.data, policy=default_policy)  # type: ignore[return-value]
+        return message_from_bytes(self.data, policy=default_policy)  # type: ignore[return-value]  # why: default_policy yields an EmailMessage
 
 
 class _Collector:
@@ -144,7 +144,7 @@ class FakeHTTP:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 reply = fake._next(Seen("POST", self.path, {k.lower(): v for k, v in self.headers.items()},
                                         body))

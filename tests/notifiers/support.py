@@ -37,7 +37,7 @@ def event(item: str = "train-job", status: str = "CRITICAL", state: str = "alert
     values.update(kw)
     # Tests name statuses as text ("WARNING"); the event carries the Status itself.
     values["status"], values["previous"] = Status[str(values["status"])], Status[str(values["previous"])]
-    return AlertEvent(**values)  # type: ignore[arg-type]  # keyword values checked by AlertEvent
+    return AlertEvent(**values)  # type: ignore[arg-type]  # why: keyword values checked by AlertEvent
 
 
 def batch(*events: AlertEvent, channel: str = "ch", key: str = "wd-test-key-0001") -> Batch:

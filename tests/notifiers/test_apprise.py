@@ -17,7 +17,7 @@ from watchdogs.errors import ConfigError
 PASSWORD = "hook-secret-pw-7f3a9c"
 
 
-def apprise_channel(tmp_path: Path, options: str, env: dict[str, str] | None = None):  # noqa: ANN201
+def apprise_channel(tmp_path: Path, options: str, env: dict[str, str] | None = None):
     return channel(tmp_path, f"""
     [[notify]]
     name = "chat"

@@ -23,7 +23,7 @@ timeout = "2s"
 """
 
 
-def mail_channel(tmp_path: Path, port: int, extra: str = "", env: dict[str, str] | None = None):  # noqa: ANN201
+def mail_channel(tmp_path: Path, port: int, extra: str = "", env: dict[str, str] | None = None):
     return channel(tmp_path, MAIL.format(port=port, extra=extra), env=env)
 
 

@@ -15,7 +15,7 @@ from tests.notifiers.support import channel, event, render
 HOOK_SECRET = "https://hooks.slack.com/services/T0001/B0002/SuperSecretHookXYZ"
 
 
-def webhook(tmp_path: Path, http: FakeHTTP | str, extra: str = ""):  # noqa: ANN201
+def webhook(tmp_path: Path, http: FakeHTTP | str, extra: str = ""):
     url = http if isinstance(http, str) else http.url
     text = f"""
     [[notify]]
@@ -30,7 +30,7 @@ def webhook(tmp_path: Path, http: FakeHTTP | str, extra: str = ""):  # noqa: ANN
     return channel(tmp_path, text, env={"SLACK_HOOK": HOOK_SECRET})
 
 
-def bot(tmp_path: Path, http: FakeHTTP):  # noqa: ANN201
+def bot(tmp_path: Path, http: FakeHTTP):
     text = f"""
     [[notify]]
     name = "slack-bot"

@@ -15,7 +15,7 @@ SID = "AC0123456789abcdef0123456789abcdef"
 TWILIO_OK = {"sid": "SM1", "status": "queued", "body": "..."}
 
 
-def sms(tmp_path: Path, http: FakeHTTP, to: str = '["+15550001111"]', extra: str = ""):  # noqa: ANN201
+def sms(tmp_path: Path, http: FakeHTTP, to: str = '["+15550001111"]', extra: str = ""):
     text = f"""
     [[notify]]
     name = "pager"
@@ -78,7 +78,7 @@ def test_a_partly_failed_sms_round_is_retried_only_for_the_rest(tmp_path: Path, 
     assert recipients == ["+15550001111", "+15550002222", "+15550002222"]
 
 
-def webhook(tmp_path: Path, http: FakeHTTP):  # noqa: ANN201
+def webhook(tmp_path: Path, http: FakeHTTP):
     text = f"""
     [[notify]]
     name = "pagerduty-ish"

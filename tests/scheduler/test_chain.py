@@ -29,7 +29,7 @@ PERIOD = 2.0
 def live_jobs(name: str) -> list[tuple[str, str, str]]:
     """(id, state, reason) of this user's live jobs with that name, oldest first."""
     out = sh("squeue", "--me", "--noheader", f"--name={name}", "--format=%i|%T|%r", check=False)
-    return [tuple(line.split("|")) for line in out.split()]  # type: ignore[misc]
+    return [tuple(line.split("|")) for line in out.split()]  # type: ignore[misc]  # why: --format gives three fields
 
 
 def running(name: str, not_: tuple[str, ...] = ()) -> str | None:

@@ -51,7 +51,7 @@ def make_guard(tmp_path: Path) -> Iterator[Any]:
         guard.finish()
 
 
-def run_steps(guard: Guard, clock: ManualClock, first: int, last: int, seconds: float):  # noqa: ANN201
+def run_steps(guard: Guard, clock: ManualClock, first: int, last: int, seconds: float):
     """Steps of `seconds` each until the guard decides something; (step, decision)."""
     for step in range(first, last):
         clock.advance(seconds)

@@ -10,7 +10,7 @@ import pytest
 from trainguard.checkpoint import LATEST, MARKER, CheckpointError, Checkpoints, is_complete, step_name
 
 
-def writer(text: str):  # noqa: ANN201 - a Writer
+def writer(text: str):
     def write(directory: Path) -> None:
         (directory / "state.txt").write_text(text)
         (directory / "shard").mkdir()
@@ -18,7 +18,7 @@ def writer(text: str):  # noqa: ANN201 - a Writer
     return write
 
 
-def loader(seen: list[str]):  # noqa: ANN201 - a Loader
+def loader(seen: list[str]):
     def load(directory: Path) -> None:
         text = (directory / "state.txt").read_text()
         if not text.startswith("ok"):

@@ -41,7 +41,7 @@ def test_a_hung_loop_is_ended_by_the_forced_exit_timer(tmp_path: Path) -> None:
 
 @pytest.mark.timeout(120)
 def test_a_corrupt_newest_checkpoint_falls_back_to_the_previous_and_ends_identical(
-        tmp_path: Path, reference_digest) -> None:  # noqa: ANN001 - a fixture
+        tmp_path: Path, reference_digest) -> None:
     args = ("--steps", "300", "--save-every", "20", "--guard", f"checkpoint_dir={tmp_path / 'ckpt'}")
     steps = tmp_path / "steps"
     proc = start_tiny(*args, "--step-sleep", "0.02", "--step-log", str(steps))

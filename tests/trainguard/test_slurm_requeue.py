@@ -41,7 +41,7 @@ def stops(log: str) -> list[tuple[int, str, int]]:
 
 @pytest.mark.timeout(180)
 def test_three_warnings_requeue_and_the_result_equals_an_uninterrupted_run(
-        cluster: Cluster, tmp_path: Path, reference_digest) -> None:  # noqa: ANN001 - a fixture
+        cluster: Cluster, tmp_path: Path, reference_digest) -> None:
     job = submit(cluster, tmp_path, "--steps", "300", "--step-sleep", "0.03")
     for restart in (1, 2, 3):
         wait_for_step(tmp_path / "steps", last_step(tmp_path) + 20)
@@ -57,7 +57,7 @@ def test_three_warnings_requeue_and_the_result_equals_an_uninterrupted_run(
 
 @pytest.mark.timeout(180)
 def test_the_time_limit_warning_saves_requeues_and_resumes_at_the_next_step(
-        cluster: Cluster, tmp_path: Path, reference_digest) -> None:  # noqa: ANN001 - a fixture
+        cluster: Cluster, tmp_path: Path, reference_digest) -> None:
     # 45 s of training in a 1-minute job: the USR1@50 warning (SLURM sends it 3-40 s after
     # the start, at its next periodic check) interrupts the first run. A small margin, so
     # that it is the signal that acts and not the guard's own reading of EndTime.
@@ -78,7 +78,7 @@ def test_the_time_limit_warning_saves_requeues_and_resumes_at_the_next_step(
 
 @pytest.mark.timeout(150)
 def test_a_preempted_job_saves_within_the_grace_time_and_resumes_with_nothing_lost(
-        cluster: Cluster, tmp_path: Path, reference_digest) -> None:  # noqa: ANN001 - a fixture
+        cluster: Cluster, tmp_path: Path, reference_digest) -> None:
     # No signal reaches a batch-only job during GraceTime: EndTime moving to now + 20 s is
     # the only sign, so it is re-read every 2 s here.
     job = submit(cluster, tmp_path, "--steps", "300", "--step-sleep", "0.05",
@@ -128,7 +128,7 @@ def test_an_exception_saves_exits_1_and_is_not_requeued(cluster: Cluster, tmp_pa
 
 @pytest.mark.timeout(90)
 def test_the_save_switch_saves_removes_the_file_and_training_goes_on(
-        cluster: Cluster, tmp_path: Path, reference_digest) -> None:  # noqa: ANN001 - a fixture
+        cluster: Cluster, tmp_path: Path, reference_digest) -> None:
     job = submit(cluster, tmp_path, "--steps", "300", "--step-sleep", "0.02")
     wait_for_step(tmp_path / "steps", 20)
     switch = tmp_path / "run" / "SAVE"

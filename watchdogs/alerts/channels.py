@@ -18,6 +18,8 @@ def build_notifier(config: NotifyConfig, registry: Registry | None = None,
     cls = registry.classes.get(config.type)
     if cls is None:
         raise WatchdogsError(f'channel "{config.name}": no channel type "{config.type}" in {registry.group}')
+    if not issubclass(cls, Notifier):
+        raise WatchdogsError(f'channel "{config.name}": type "{config.type}" is not a Notifier class')
     return cls(config, env=env)
 
 

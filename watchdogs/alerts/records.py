@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from watchdogs.alerts.lifecycle import ItemState
 from watchdogs.result import Status
@@ -49,7 +50,7 @@ def log_events(db: sqlite3.Connection, rows: Sequence[LogRow]) -> None:
                    " VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
 
 
-def history(db: sqlite3.Connection, limit: int) -> list[dict[str, object]]:
+def history(db: sqlite3.Connection, limit: int) -> list[dict[str, Any]]:
     rows = db.execute("SELECT * FROM alert_log ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
     return [dict(row) for row in rows]
 

@@ -85,7 +85,7 @@ class AlertSink:
             message = self.channels[channel].render(batch, self.templates)
             outbox.encode(message)  # a plugin's non-JSON `extra` must fail here, not in the tick
             return message
-        except Exception:  # noqa: BLE001 - any rendering failure falls back to plain text
+        except Exception:
             LOG.exception("channel %s: rendering failed; sending plain text", channel)
             return plain_message(batch)
 

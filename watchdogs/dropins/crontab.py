@@ -62,9 +62,10 @@ def parse_line(line: str, line_no: int, base: Path) -> CrontabEntry:
     schedule = parse_spec(" ".join(tokens[:width]))
     rest = tokens[width:]
     options: dict[str, str] = {}
-    while rest and _OPTION.fullmatch(rest[0]):
-        key, value = _OPTION.fullmatch(rest.pop(0)).groups()  # type: ignore[union-attr]
+    while rest and (option := _OPTION.fullmatch(rest[0])):
+        key, value = option.groups()
         options[key] = value
+        rest.pop(0)
     if not rest:
         raise ValueError("a command after the schedule and options")
     timeout = _timeout(options.get("timeout"))

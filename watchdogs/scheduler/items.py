@@ -7,13 +7,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from watchdogs.checks.base import Check
 from watchdogs.dropins.discovery import DropIn, discover
 from watchdogs.dropins.safety import Refusal
 from watchdogs.schedules import Schedule, every
 from watchdogs.sink import ItemOutcome
 
 if TYPE_CHECKING:
-    from watchdogs.checks.base import Check
     from watchdogs.config.model import Config
     from watchdogs.plugins import Registry
     from watchdogs.result import CheckResult
@@ -58,8 +58,9 @@ def check_items(config: Config, registry: Registry) -> tuple[list[Item], list[Re
         if not cfg.enabled:
             continue
         cls = registry.classes.get(cfg.type)
-        if cls is None:
-            refused.append(Refusal(f'check "{cfg.name}"', f"type {cfg.type!r} is not registered"))
+        if cls is None or not issubclass(cls, Check):
+            why = "is not registered" if cls is None else "is not a watchdogs.checks.base.Check"
+            refused.append(Refusal(f'check "{cfg.name}"', f"type {cfg.type!r} {why}"))
             continue
         try:
             check = cls(cfg)

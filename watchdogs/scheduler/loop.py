@@ -191,7 +191,7 @@ class Scheduler:
         self._held_since = 0.0
         try:
             self.sink.handle(outcomes, _dt(now))
-        except Exception:  # noqa: BLE001 - alert trouble must never stop the scheduler
+        except Exception:
             LOG.exception("the result sink failed to take %d outcomes", len(outcomes))
 
     def _unsettled(self) -> bool:
@@ -223,7 +223,7 @@ class Scheduler:
         self.records.beat(self.instance, now, {i: self._next_run(i) for i in self.items})
         try:
             self.sink.flush(_dt(now))
-        except Exception:  # noqa: BLE001 - alert trouble must never stop the scheduler
+        except Exception:
             LOG.exception("the result sink failed to flush")
         if self.config.scheduler.stop_file.exists():
             self.stop.raise_(f"stop file {self.config.scheduler.stop_file} appeared", grace=30.0)
@@ -234,7 +234,7 @@ class Scheduler:
                 last[chore.name] = now
                 try:
                     chore.action(now)
-                except Exception:  # noqa: BLE001 - a failed chore is retried next time
+                except Exception:
                     LOG.exception("%s failed; retried in %.0fs", chore.name, chore.every)
 
     def _sync(self, now: float) -> None:
@@ -297,7 +297,7 @@ class Scheduler:
         self.records.beat(self.instance, now, {})
         try:
             self.sink.flush(_dt(now))
-        except Exception:  # noqa: BLE001 - alert trouble must never stop the scheduler
+        except Exception:
             LOG.exception("the result sink failed to flush")
         return reason
 

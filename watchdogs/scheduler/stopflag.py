@@ -15,9 +15,11 @@ from types import FrameType
 HANDOVER_GRACE_S = 60.0
 TERM_GRACE_S = 3.0
 
-_GRACE = {signal.SIGUSR1: HANDOVER_GRACE_S, signal.SIGTERM: TERM_GRACE_S, signal.SIGINT: TERM_GRACE_S}
-_WHY = {signal.SIGUSR1: "handover (SIGUSR1: time limit near)", signal.SIGTERM: "terminated (SIGTERM)",
-        signal.SIGINT: "interrupted (SIGINT)"}
+# Keyed by int: the handler receives the plain signal number.
+_GRACE: dict[int, float] = {signal.SIGUSR1: HANDOVER_GRACE_S, signal.SIGTERM: TERM_GRACE_S,
+                             signal.SIGINT: TERM_GRACE_S}
+_WHY: dict[int, str] = {signal.SIGUSR1: "handover (SIGUSR1: time limit near)",
+                        signal.SIGTERM: "terminated (SIGTERM)", signal.SIGINT: "interrupted (SIGINT)"}
 
 
 class StopFlag:

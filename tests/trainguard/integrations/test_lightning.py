@@ -54,7 +54,7 @@ def corrupt_in_place(path: Path) -> None:
         handle.write(b"\0" * (size - size // 2))
 
 
-def callback(checkpoint_dir: Path):  # noqa: ANN201 - a TrainguardCallback
+def callback(checkpoint_dir: Path):
     from trainguard.integrations.lightning import TrainguardCallback
     return TrainguardCallback(checkpoint_dir=checkpoint_dir, use_slurm_endtime=False, forced_exit=0)
 
