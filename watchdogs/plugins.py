@@ -10,23 +10,34 @@ import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
+from typing import Any, ClassVar, Protocol
 
 CHECKS_GROUP = "watchdogs.checks"
 NOTIFIERS_GROUP = "watchdogs.notifiers"
 
 
-class LazyClasses(Mapping[str, type]):
+class PluginClass(Protocol):
+    """What the config loader asks of a registered class; watchdogs.configured.Configured,
+    the base of every check and channel, has it. (A protocol: this module stays below both.)"""
+
+    options: ClassVar[Mapping[str, Any]]
+
+    @classmethod
+    def validate_options(cls, values: Mapping[str, Any]) -> list[tuple[str, Any, str]]: ...
+
+
+class LazyClasses(Mapping[str, type[PluginClass]]):
     """name -> class of one entry-point group, each imported on first use. A name whose
     import fails is absent (its error is in `broken`), so one broken plugin hides nothing
     else."""
 
     def __init__(self, points: Mapping[str, metadata.EntryPoint]) -> None:
         self._points = dict(points)
-        self._loaded: dict[str, type] = {}
+        self._loaded: dict[str, type[PluginClass]] = {}
         self.broken: dict[str, str] = {}
         self._lock = threading.Lock()  # checks of one tick may look up types from threads
 
-    def _load(self, name: str) -> type | None:
+    def _load(self, name: str) -> type[PluginClass] | None:
         with self._lock:
             if name in self._loaded:
                 return self._loaded[name]
@@ -39,7 +50,7 @@ class LazyClasses(Mapping[str, type]):
                 return None
             return self._loaded[name]
 
-    def __getitem__(self, name: str) -> type:
+    def __getitem__(self, name: str) -> type[PluginClass]:
         found = self._load(name)
         if found is None:
             raise KeyError(name)
@@ -59,7 +70,7 @@ class LazyClasses(Mapping[str, type]):
 @dataclass(frozen=True)
 class Registry:
     group: str
-    classes: Mapping[str, type]
+    classes: Mapping[str, type[PluginClass]]
     broken: Mapping[str, str] = field(default_factory=dict)
     """Entry points that failed to import (so far): name -> error text."""
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -19,7 +19,7 @@ from watchdogs.result import CheckResult, Status
 
 class SpaceCheck(Check):
     type_name = "space"
-    options = {
+    options: ClassVar[Mapping[str, Option]] = {
         "path": Option(path, required=True),
         "warn": Option(limit(size), default=Limit(percent=80.0)),
         "max_age": Option(duration, default=60.0),
@@ -31,7 +31,8 @@ class SpaceCheck(Check):
 
 class FollowCheck(Check):
     type_name = "follow"
-    options = {"job": Option(string, required=True), "mode": Option(choice("a", "b"), default="a")}
+    options: ClassVar[Mapping[str, Option]] = {
+        "job": Option(string, required=True), "mode": Option(choice("a", "b"), default="a")}
     references = {"job": "space"}
 
     @classmethod
@@ -46,7 +47,7 @@ class FollowCheck(Check):
 
 class PrintNotifier(Notifier):
     type_name = "print"
-    options = {"prefix": Option(string, default=">")}
+    options: ClassVar[Mapping[str, Option]] = {"prefix": Option(string, default=">")}
 
     def notify(self, message: Message) -> None:
         print(self.opts["prefix"], message.subject)
