@@ -13,7 +13,7 @@ import pytest
 
 from tests.notifiers.fakes import FakeHTTP, SmtpServer
 from tests.scheduler.conftest import Site
-from tests.scheduler.conftest import site as site  # noqa: F401,PLC0414 - re-exported fixture
+from tests.scheduler.conftest import site as site
 
 
 @pytest.fixture(autouse=True)

@@ -55,7 +55,7 @@ def build_guarded_sink(config: Config, store: StateStore | None, *,
     if store is not None:
         try:
             stored = AlertSink(config, store, channels, templates, host)
-        except Exception as exc:  # noqa: BLE001 - a state directory that fails now is handled as such
+        except Exception as exc:
             kind = state_problem(exc)
             if kind is None:
                 raise

@@ -96,7 +96,7 @@ class DirectSink:
     def _render(self, channel: str, batch: Batch) -> Message:
         try:
             return self.channels[channel].render(batch, self.templates)
-        except Exception:  # noqa: BLE001 - any rendering failure falls back to plain text
+        except Exception:
             LOG.exception("channel %s: rendering failed; sending plain text", channel)
             return plain_message(batch)
 

@@ -98,7 +98,7 @@ class GuardedSink:
             if self.stored is None:
                 return
             self.stored.store.kv_put(*PROBE, now.timestamp())
-        except Exception as exc:  # noqa: BLE001 - classified below; anything else is a bug to log
+        except Exception as exc:
             if state_problem(exc) is None and not isinstance(exc, StateUnavailable):
                 LOG.exception("state probe failed")
             return

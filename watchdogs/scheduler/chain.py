@@ -22,7 +22,7 @@ from watchdogs import units
 from watchdogs.config.sections import SCHEDULER
 from watchdogs.errors import SlurmError, WatchdogsError
 from watchdogs.scheduler.records import Life
-from watchdogs.slurmctl.runner import run_slurm
+from watchdogs.slurmctl.runner import SlurmRunner, run_slurm
 from watchdogs.state import lastgood
 
 if sys.version_info >= (3, 11):
@@ -130,10 +130,11 @@ def crash_backoff(lives: Sequence[Life]) -> tuple[float, int]:
     return min(BACKOFF_BASE_S * 2 ** (streak - 2), BACKOFF_CAP_S), streak
 
 
-def chain_jobs(name: str, env: Mapping[str, str] | None = None) -> list[ChainJob]:
+def chain_jobs(name: str, env: Mapping[str, str] | None = None,
+               runner: SlurmRunner = run_slurm) -> list[ChainJob]:
     """This user's live jobs with the chain's name: one squeue call."""
-    reply = run_slurm(["squeue", "--me", "--noheader", f"--name={name}", f"--states={LIVE_STATES}",
-                       "--format=%i|%T|%r|%S"], env=env)
+    reply = runner(["squeue", "--me", "--noheader", f"--name={name}", f"--states={LIVE_STATES}",
+                    "--format=%i|%T|%r|%S"], env=env)
     jobs = []
     for line in reply.stdout.splitlines():
         parts = line.strip().split("|")
@@ -142,10 +143,11 @@ def chain_jobs(name: str, env: Mapping[str, str] | None = None) -> list[ChainJob
     return sorted(jobs, key=lambda j: int(j.id) if j.id.isdigit() else 0)
 
 
-def live_job(job_id: str, env: Mapping[str, str] | None = None) -> ChainJob | None:
+def live_job(job_id: str, env: Mapping[str, str] | None = None,
+             runner: SlurmRunner = run_slurm) -> ChainJob | None:
     """One of this user's jobs by id if it is still live (one squeue call)."""
-    reply = run_slurm(["squeue", "--me", "--noheader", f"--jobs={job_id}", f"--states={LIVE_STATES}",
-                       "--format=%i|%T|%r|%S"], env=env)
+    reply = runner(["squeue", "--me", "--noheader", f"--jobs={job_id}", f"--states={LIVE_STATES}",
+                    "--format=%i|%T|%r|%S"], env=env)
     for line in reply.stdout.splitlines():
         parts = line.strip().split("|")
         if len(parts) == 4 and parts[0] == job_id:
@@ -165,7 +167,7 @@ def sbatch_env(base: Mapping[str, str], settings: ChainSettings, script: Path) -
 
 
 def submit_instance(settings: ChainSettings, script: Path, after: str | None, delay: float,
-                    env: Mapping[str, str]) -> str:
+                    env: Mapping[str, str], runner: SlurmRunner = run_slurm) -> str:
     """sbatch one scheduler instance (a side effect on the cluster). Returns its job id."""
     settings.output_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     dependency = f"afterany:{after},singleton" if after else "singleton"
@@ -176,22 +178,23 @@ def submit_instance(settings: ChainSettings, script: Path, after: str | None, de
     if settings.mail_user:
         # Slurm's own mail: reaches a person even when nothing of ours runs (sites where it works).
         argv += [f"--mail-user={settings.mail_user}", f"--mail-type={MAIL_TYPES}"]
-    reply = run_slurm([*argv, str(script)], env=sbatch_env(env, settings, script))
+    reply = runner([*argv, str(script)], env=sbatch_env(env, settings, script))
     return reply.stdout.strip().split(";")[0]
 
 
-def cancel(job_ids: Sequence[str], env: Mapping[str, str] | None = None) -> None:
+def cancel(job_ids: Sequence[str], env: Mapping[str, str] | None = None,
+           runner: SlurmRunner = run_slurm) -> None:
     """scancel (a side effect on the cluster): used for extra successors and by `stop`."""
     if job_ids:
-        run_slurm(["scancel", *job_ids], env=env)
+        runner(["scancel", *job_ids], env=env)
 
 
 def ensure_successor(settings: ChainSettings, own_job: str | None, script: Path, delay: float,
-                     env: Mapping[str, str]) -> str:
+                     env: Mapping[str, str], runner: SlurmRunner = run_slurm) -> str:
     """Exactly one pending successor: look first, cancel extras, submit only if none."""
     if settings.stop_file.exists():
         return f"stop file {settings.stop_file} exists: no successor"
-    jobs = chain_jobs(settings.job_name, env)
+    jobs = chain_jobs(settings.job_name, env, runner)
     pending = [j for j in jobs if j.state == "PENDING" and j.id != own_job]
     others = [j for j in jobs if j.state != "PENDING" and j.id != own_job]
     if others:
@@ -199,21 +202,21 @@ def ensure_successor(settings: ChainSettings, own_job: str | None, script: Path,
                     ", ".join(f"{j.id} ({j.state})" for j in others))
     if pending:
         if len(pending) > 1:
-            cancel([j.id for j in pending[1:]], env)
+            cancel([j.id for j in pending[1:]], env, runner)
             LOG.warning("cancelled extra successors %s", ", ".join(j.id for j in pending[1:]))
         return f"successor {pending[0].id} already pending ({pending[0].reason})"
-    job = submit_instance(settings, script, own_job, delay, env)
+    job = submit_instance(settings, script, own_job, delay, env, runner)
     wait = f", begins in {units.format_duration(delay)}" if delay else ""
     return f"submitted successor {job}{wait}"
 
 
-def own_script(job_id: str | None, env: Mapping[str, str]) -> Path:
+def own_script(job_id: str | None, env: Mapping[str, str], runner: SlurmRunner = run_slurm) -> Path:
     """The batch script to resubmit: $WATCHDOGS_CHAIN_SCRIPT, else this job's Command."""
     if env.get(SCRIPT_ENV):
         return Path(env[SCRIPT_ENV])
     if not job_id:
         raise WatchdogsError(f"cannot tell which script to resubmit: set ${SCRIPT_ENV}")
-    reply = run_slurm(["scontrol", "show", "job", job_id], env=env)
+    reply = runner(["scontrol", "show", "job", job_id], env=env)
     for token in reply.stdout.split():
         if token.startswith("Command=") and token != "Command=(null)":
             return Path(token.split("=", 1)[1])
@@ -228,10 +231,10 @@ def default_script(env: Mapping[str, str] | None = None) -> Path:
     return Path(__file__).resolve().parents[2] / "slurm" / "cron-scheduler.slurm"
 
 
-def safe_chain_jobs(settings: ChainSettings, env: Mapping[str, str] | None = None
-                    ) -> tuple[list[ChainJob], str | None]:
+def safe_chain_jobs(settings: ChainSettings, env: Mapping[str, str] | None = None,
+                    runner: SlurmRunner = run_slurm) -> tuple[list[ChainJob], str | None]:
     """chain_jobs, or ([], why) when Slurm cannot be asked."""
     try:
-        return chain_jobs(settings.job_name, env), None
+        return chain_jobs(settings.job_name, env, runner), None
     except SlurmError as exc:
         return [], str(exc)

@@ -27,6 +27,7 @@ from watchdogs.scheduler.loop import Periodic, Scheduler
 from watchdogs.scheduler.records import Records
 from watchdogs.scheduler.stopflag import StopFlag
 from watchdogs.sink import ItemOutcome
+from watchdogs.slurmctl.runner import SlurmRunner, run_slurm
 from watchdogs.state.store import CORRUPT, state_problem
 
 LOG = logging.getLogger("watchdogs.scheduler")
@@ -39,8 +40,9 @@ class SuccessorKeeper:
     a failure), because someone may scancel the pending one."""
 
     def __init__(self, settings: chain.ChainSettings, job_id: str | None, delay: float,
-                 env: Mapping[str, str]) -> None:
+                 env: Mapping[str, str], runner: SlurmRunner = run_slurm) -> None:
         self.settings = settings
+        self.runner = runner
         self.job_id = job_id
         self.delay = delay
         self.env = env
@@ -51,8 +53,8 @@ class SuccessorKeeper:
         if now < self.next_check:
             return
         self.next_check = now + RETRY_S
-        script = chain.own_script(self.job_id, self.env)
-        done = chain.ensure_successor(self.settings, self.job_id, script, self.delay, self.env)
+        script = chain.own_script(self.job_id, self.env, self.runner)
+        done = chain.ensure_successor(self.settings, self.job_id, script, self.delay, self.env, self.runner)
         LOG.info("chain: %s", done)
         self.secured = True
         self.next_check = now + chain.RECHECK_S
@@ -65,8 +67,10 @@ class SuccessorKeeper:
 
 
 def run_instance(config_path: Path, *, chained: bool, stop: StopFlag, registry: Registry | None = None,
-                 env: Mapping[str, str] | None = None, clock: Callable[[], float] = time.time) -> int:
-    """Returns the process exit code. `chained`: an instance of the Slurm job chain."""
+                 env: Mapping[str, str] | None = None, clock: Callable[[], float] = time.time,
+                 runner: SlurmRunner = run_slurm) -> int:
+    """Returns the process exit code. `chained`: an instance of the Slurm job chain; its
+    successor is looked for, submitted and cancelled through `runner`."""
     env = dict(os.environ if env is None else env)
     registry = registry or load_group(CHECKS_GROUP)
     settings = chain.lenient_settings(config_path, env)
@@ -78,7 +82,7 @@ def run_instance(config_path: Path, *, chained: bool, stop: StopFlag, registry: 
     records = Records(state.store)
     job_id = env.get("SLURM_JOB_ID") or None
     instance = _begin(records, clock(), job_id, "chain" if chained else "foreground")
-    keeper = _secure_successor(settings, records, instance, job_id, env, clock) if chained else None
+    keeper = _secure_successor(settings, records, instance, job_id, env, clock, runner) if chained else None
     if keeper is not None and keeper.secured and _submitted_by_hand(settings, env):
         reason = (f"handover: submitted by hand as {env.get('SLURM_JOB_NAME')!r}; the chain goes on as "
                   f"{settings.job_name!r} with its log in {settings.output_dir}")
@@ -148,7 +152,7 @@ def run_instance(config_path: Path, *, chained: bool, stop: StopFlag, registry: 
         LOG.info("scheduler instance ended: %s", reason)
         switch.wait()
     if chained and reason.startswith("stop file"):
-        _cancel_successors(settings, job_id, env)
+        _cancel_successors(settings, job_id, env, runner)
     return 0
 
 
@@ -226,7 +230,7 @@ def _alive_body(instance: int, sink: GuardedSink) -> str:
 def _begin(records: Records, now: float, job_id: str | None, mode: str) -> int:
     try:
         return records.begin_instance(now, job_id, mode)
-    except Exception as exc:  # noqa: BLE001 - a state that cannot be written is reported by the sink
+    except Exception as exc:
         if state_problem(exc) is None:
             raise
         LOG.error("cannot record this instance in the state database: %s", exc)
@@ -236,7 +240,7 @@ def _begin(records: Records, now: float, job_id: str | None, mode: str) -> int:
 def _end(records: Records, instance: int, now: float, reason: str) -> None:
     try:
         records.end_instance(instance, now, reason)
-    except Exception as exc:  # noqa: BLE001 - see _begin
+    except Exception as exc:
         if state_problem(exc) is None:
             raise
         LOG.error("cannot record the end of this instance (%s): %s", reason, exc)
@@ -247,26 +251,28 @@ def _dt(ts: float) -> datetime:
 
 
 def _secure_successor(settings: chain.ChainSettings, records: Records, instance: int, job_id: str | None,
-                      env: Mapping[str, str], clock: Callable[[], float]) -> SuccessorKeeper:
+                      env: Mapping[str, str], clock: Callable[[], float], runner: SlurmRunner
+                      ) -> SuccessorKeeper:
     delay, streak = chain.crash_backoff(records.lives_before(instance))
     if delay:
         LOG.warning("chain: backing off: the last %d instances ended within %.0fs of starting; "
                     "the successor begins in %s instead of at once", streak, chain.YOUNG_S,
                     units.format_duration(delay))
-    keeper = SuccessorKeeper(settings, job_id, delay, env)
+    keeper = SuccessorKeeper(settings, job_id, delay, env, runner)
     keeper.try_now(clock())
     return keeper
 
 
-def _cancel_successors(settings: chain.ChainSettings, own: str | None, env: Mapping[str, str]) -> None:
+def _cancel_successors(settings: chain.ChainSettings, own: str | None, env: Mapping[str, str],
+                       runner: SlurmRunner) -> None:
     """The stop file ends the chain on purpose: the queued successor goes too."""
-    jobs, error = chain.safe_chain_jobs(settings, env)
+    jobs, error = chain.safe_chain_jobs(settings, env, runner)
     if error:
         LOG.error("chain: cannot cancel the successor (it will exit at start): %s", error)
         return
     pending = [j.id for j in jobs if j.id != own]
     try:
-        chain.cancel(pending, env)
+        chain.cancel(pending, env, runner)
     except WatchdogsError as exc:
         LOG.error("chain: cannot cancel %s (it will exit at start): %s", ", ".join(pending), exc)
         return

@@ -14,7 +14,7 @@ from trainguard import config_from  # noqa: E402 - after the skips
 from trainguard.integrations.accelerate import accelerate_guard  # noqa: E402
 
 
-def prepared(accelerator):  # noqa: ANN001, ANN201 - accelerate ships no types
+def prepared(accelerator):
     model = torch.nn.Linear(4, 2)
     optim = torch.optim.SGD(model.parameters(), lr=0.1)
     return accelerator.prepare(model, optim)

@@ -12,12 +12,12 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from tests.helpers import wait_for  # noqa: E402 - after the skip
-from tests.trainguard.integrations.hfacc_support import HF_TINY  # noqa: E402
-from tests.trainguard.support import PYTHON, read_steps, train_env  # noqa: E402
-from trainguard import CheckpointError, config_from  # noqa: E402
-from trainguard.checkpoint import mark_complete  # noqa: E402
-from trainguard.integrations.hf import TrainguardCallback, latest_checkpoint, prune  # noqa: E402
+from tests.helpers import wait_for
+from tests.trainguard.integrations.hfacc_support import HF_TINY
+from tests.trainguard.support import PYTHON, read_steps, train_env
+from trainguard import CheckpointError, config_from
+from trainguard.checkpoint import mark_complete
+from trainguard.integrations.hf import TrainguardCallback, latest_checkpoint, prune
 
 
 def fake_checkpoint(root: Path, step: int, complete: bool = True) -> Path:
