@@ -15,10 +15,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-# The suppression, its codes, then " - reason" or "  # why: reason" (a few words at least).
+# The suppression, its codes, then " - reason" or "  # reason" ("# why: reason"), a few words at least;
+# another suppression may stand between them (a type-ignore, then a noqa with the reason).
 _NOQA = re.compile(r"#\s*noqa\b(?P<codes>:\s*[A-Z]+[0-9]+(?:\s*,\s*[A-Z]+[0-9]+)*)?(?P<rest>.*)", re.I)
 _IGNORE = re.compile(r"#\s*type:\s*ignore(?P<codes>\[[a-z0-9-]+(?:\s*,\s*[a-z0-9-]+)*\])?(?P<rest>.*)")
-_REASON = re.compile(r"^\s*(?:-+|#\s*why:?)\s*(?P<why>\S.{5,})$", re.I)
+_REASON = re.compile(r"^\s*(?:-+|#(?:\s*why:)?)\s*(?P<why>\S.{5,})$", re.I)
+_BETWEEN = re.compile(r"^\s*#\s*(?:noqa(?::\s*[A-Z]+[0-9]+(?:\s*,\s*[A-Z]+[0-9]+)*)?|type:\s*ignore(?:\[[^\]]*\])?)",
+                      re.I)
 
 
 def problems_in(source: str) -> list[tuple[int, str]]:
@@ -33,7 +36,7 @@ def problems_in(source: str) -> list[tuple[int, str]]:
                 continue
             if not match.group("codes"):
                 found.append((token.start[0], f"a bare `{kind}`: name the codes it suppresses"))
-            elif not _REASON.match(match.group("rest")):
+            elif not _REASON.match(_BETWEEN.sub("", match.group("rest"))):
                 found.append((token.start[0], f"`{kind}` without a reason after it (` - why` or `# why:`)"))
     return found
 
@@ -48,6 +51,8 @@ def tracked_python_files() -> list[Path]:
     "except Exception:  # noqa: BLE001 - one broken check must not stop the others",
     "y = f()  # type: ignore[arg-type]  # why: typeshed lacks the overload",
     "import a  # noqa: E402, F401 - after the sys.path set-up above",
+    "import m  # type: ignore[import-untyped]  # noqa: F401 - only: can it be built here?",
+    "import m  # type: ignore[import-untyped]  # ships no type information",
 ])
 def test_a_suppression_with_codes_and_a_reason_passes(line: str) -> None:
     assert problems_in(line + "\n") == []
@@ -59,10 +64,12 @@ def test_a_suppression_with_codes_and_a_reason_passes(line: str) -> None:
     ("y = f()  # type: ignore\n", "bare `type: ignore`"),
     ("y = f()  # type: ignore[arg-type]\n", "`type: ignore` without a reason"),
     ("y = f()  # type: ignore[arg-type]  # ok\n", "`type: ignore` without a reason"),
+    ("import m  # type: ignore[import-untyped]  # noqa: F401\n", "without a reason"),
 ])
 def test_a_suppression_without_codes_or_reason_is_reported(line: str, complaint: str) -> None:
-    [(number, what)] = problems_in(line)
-    assert number == 1 and complaint in what
+    found = problems_in(line)
+    assert found and all(number == 1 for number, _ in found)
+    assert any(complaint in what for _, what in found)
 
 
 def test_a_suppression_quoted_in_a_string_is_not_a_comment() -> None:

@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 accelerate = pytest.importorskip("accelerate")
 
 from trainguard import config_from  # noqa: E402 - after the skips
-from trainguard.integrations.accelerate import accelerate_guard  # noqa: E402
+from trainguard.integrations.accelerate import accelerate_guard  # noqa: E402 - after the skips
 
 
 def prepared(accelerator):
