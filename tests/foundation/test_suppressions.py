@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 _NOQA = re.compile(r"#\s*noqa\b(?P<codes>:\s*[A-Z]+[0-9]+(?:\s*,\s*[A-Z]+[0-9]+)*)?(?P<rest>.*)", re.I)
 _IGNORE = re.compile(r"#\s*type:\s*ignore(?P<codes>\[[a-z0-9-]+(?:\s*,\s*[a-z0-9-]+)*\])?(?P<rest>.*)")
 _REASON = re.compile(r"^\s*(?:-+|#(?:\s*why:)?)\s*(?P<why>\S.{5,})$", re.I)
-_BETWEEN = re.compile(r"^\s*#\s*(?:noqa(?::\s*[A-Z]+[0-9]+(?:\s*,\s*[A-Z]+[0-9]+)*)?|type:\s*ignore(?:\[[^\]]*\])?)",
-                      re.I)
+_BETWEEN = re.compile(r"^\s*#\s*(?:noqa(?::\s*[A-Z]+[0-9]+(?:\s*,\s*[A-Z]+[0-9]+)*)?"
+                      r"|type:\s*ignore(?:\[[^\]]*\])?)", re.I)
 
 
 def problems_in(source: str) -> list[tuple[int, str]]:
