@@ -10,13 +10,29 @@ TORCH_PIN ?= torch==2.13.0
 export WATCHDOGS_CLUSTER_DIR ?= /tmp/watchdogs-dev-cluster
 PYTEST_ARGS ?=
 
-.PHONY: install test demo cluster-up cluster-down cluster-status lint bench clean
+.PHONY: install install-demo install-dev test demo cluster-up cluster-down cluster-status lint bench clean
 
+# What a login node needs to run the watchdog: the project and its few dependencies, no torch.
 install: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e .
+	touch $@
+
+# + the local mailbox (aiosmtpd) that `make demo` delivers to.
+install-demo: $(VENV)/.installed-demo
+
+$(VENV)/.installed-demo: $(VENV)/.installed
+	$(PY) -m pip install -q -e '.[demo]'
+	touch $@
+
+# Everything the test suite, the linters and the benchmarks need: the test tools and the
+# CPU torch (pinned first), with the framework integrations trainguard is tested against.
+install-dev: $(VENV)/.installed-dev
+
+$(VENV)/.installed-dev: $(VENV)/.installed
 	$(PY) -m pip install -q $(TORCH_PIN)
 	$(PY) -m pip install -q $(TORCH_PIN) -e '.[test,torch,lightning,hf,accelerate,hang]'
 	touch $@
@@ -31,7 +47,7 @@ cluster-status:
 	slurm/dev-cluster status
 
 # Brings the cluster up, runs the whole suite, and brings the cluster down whatever the result.
-test: install
+test: install-dev
 	slurm/dev-cluster up
 	set -o pipefail; rc=0; \
 	SLURM_CONF=$(WATCHDOGS_CLUSTER_DIR)/slurm.conf $(PY) -m pytest $(PYTEST_ARGS) || rc=$$?; \
@@ -39,7 +55,7 @@ test: install
 
 # Installs, brings the cluster up, submits the scheduler with a demo config and drop-ins,
 # waits for results and prints `watchdogs status` and where the logs are.
-demo: install
+demo: install-demo
 	slurm/dev-cluster up
 	SLURM_CONF=$(WATCHDOGS_CLUSTER_DIR)/slurm.conf PATH=$(CURDIR)/$(VENV)/bin:$$PATH slurm/demo
 
@@ -49,7 +65,7 @@ demo: install
 # Needs the local cluster (squeue, scheduler) and, for the delayed filesystem of scan_du,
 # libfuse3 (installed here from Debian when missing and we are root).
 BENCHMARKS ?= $(filter-out benchmarks/_%,$(wildcard benchmarks/*.py))
-bench: install
+bench: install-dev
 	$(PY) -m pip install -q $(TORCH_PIN) -e '.[bench]'
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && ! ldconfig -p | grep -q 'libfuse3\.so\.3 '; then \
 	  apt-get install -y -q libfuse3-3 || echo "libfuse3-3 not installed: the delayed-filesystem benchmark is skipped"; fi
@@ -60,7 +76,7 @@ bench: install
 	if [ -n "$$failed" ]; then echo "failed:$$failed"; exit 1; fi
 
 # ruff, then mypy over the three packages (configuration in pyproject.toml).
-lint: install
+lint: install-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
