@@ -1,0 +1,146 @@
+"""The README shows only what exists: each `watchdogs <command>` it shows is a command, each
+`make <target>` a Makefile target, and each ```toml block a config that validates.
+
+A ```toml block validates as it stands, after a minimal base is added for what it leaves
+out (a state_dir, a channel). A block that is deliberately a fragment says so in an HTML
+comment on the line before it: `<!-- partial: why -->`; it must still parse as TOML.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from watchdogs.cli import build_parser
+from watchdogs.config import load_config
+from watchdogs.errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+
+
+@dataclass(frozen=True)
+class Block:
+    line: int
+    lang: str
+    text: str
+    partial: bool
+
+
+def blocks(markdown: str) -> list[Block]:
+    """The fenced code blocks, with their language and whether a `<!-- partial` comment precedes."""
+    found, lines, i = [], markdown.splitlines(), 0
+    while i < len(lines):
+        fence = re.match(r"^(\s*)```(\w*)", lines[i])
+        if fence is None:
+            i += 1
+            continue
+        start, body = i, []
+        i += 1
+        while i < len(lines) and not lines[i].strip().startswith("```"):
+            body.append(lines[i][len(fence.group(1)):])
+            i += 1
+        before = next((ln for ln in reversed(lines[:start]) if ln.strip()), "")
+        found.append(Block(start + 1, fence.group(2), "\n".join(body) + "\n", before.startswith("<!-- partial")))
+        i += 1
+    return found
+
+
+def code_text(markdown: str) -> str:
+    """Everything a user might type: fenced blocks and `inline code`."""
+    inline = re.findall(r"`([^`\n]+)`", re.sub(r"```.*?```", "", markdown, flags=re.S))
+    return "\n".join([b.text for b in blocks(markdown)] + inline)
+
+
+def subcommands() -> set[str]:
+    parser = build_parser()
+    actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return {name for action in actions for name in action.choices}
+
+
+def make_targets() -> set[str]:
+    text = (ROOT / "Makefile").read_text()
+    return {t for line in re.findall(r"^([\w./ -]+):(?!=)", text, flags=re.M) for t in line.split()}
+
+
+# `watchdogs <word>` at a command's start: after a prompt, a path, a pipe, `$`, or a line start.
+_COMMAND = re.compile(r"(?:^|[\s/$(|;&])watchdogs[ \t]+([a-z][a-z-]*)\b", re.M)
+_MAKE = re.compile(r"(?:^|[\s$(|;&])make[ \t]+([a-z][\w-]*)", re.M)
+# Words after "watchdogs" in code that are not commands: messages the watchdog sends.
+_NOT_COMMANDS = {"cannot"}
+
+
+def readme_commands(markdown: str) -> set[str]:
+    return {m for m in _COMMAND.findall(code_text(markdown)) if m not in _NOT_COMMANDS}
+
+
+def test_the_readme_shows_commands_and_make_targets() -> None:
+    text = README.read_text()
+    assert {"validate", "start", "status", "run"} <= readme_commands(text)
+    assert {"demo", "test", "install"} <= set(_MAKE.findall(code_text(text)))
+
+
+def test_every_watchdogs_command_the_readme_shows_exists() -> None:
+    missing = readme_commands(README.read_text()) - subcommands()
+    assert missing == set(), f"README shows `watchdogs {sorted(missing)}`, not commands of the CLI"
+
+
+def test_a_made_up_command_would_be_caught() -> None:
+    assert readme_commands("run `watchdogs frobnicate --now`\n") - subcommands() == {"frobnicate"}
+
+
+def test_every_make_target_the_readme_shows_exists() -> None:
+    shown = set(_MAKE.findall(code_text(README.read_text())))
+    assert shown - make_targets() == set()
+
+
+def base_for(snippet: str, tmp_path: Path) -> str:
+    """The minimal rest of a config that a snippet leaves out."""
+    parsed = tomllib.loads(snippet)
+    base = []
+    if "scheduler" not in parsed:
+        base.append(f'[scheduler]\nstate_dir = "{tmp_path / "state"}"\n')
+    if "notify" not in parsed:
+        base.append('[[notify]]\nname = "console"\ntype = "console"\n')
+    return "\n".join(base)
+
+
+TOML_BLOCKS = [b for b in blocks(README.read_text()) if b.lang == "toml"]
+
+
+@pytest.mark.parametrize("block", TOML_BLOCKS, ids=[f"README.md:{b.line}" for b in TOML_BLOCKS])
+def test_every_toml_snippet_in_the_readme_validates(block: Block, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    tomllib.loads(block.text)  # every block parses, fragments included
+    if block.partial:
+        return
+    home = tmp_path / "home"
+    for secret in re.findall(r'"~/([^"]+)"', block.text):  # the secret files a snippet names, 0600
+        (home / secret).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        (home / secret).write_text("secret\n")
+        (home / secret).chmod(0o600)
+    monkeypatch.setenv("HOME", str(home))
+    config = tmp_path / "watchdogs.toml"
+    config.write_text(block.text + "\n" + base_for(block.text, tmp_path))
+    try:
+        load_config(config)
+    except ConfigError as exc:
+        pytest.fail(f"README.md:{block.line}: the ```toml block does not validate "
+                    f"(mark a deliberate fragment with <!-- partial: why -->):\n{exc}")
+
+
+def test_a_snippet_with_a_bad_key_fails_validation(tmp_path: Path) -> None:
+    snippet = '[[check]]\nname = "d"\ntype = "disk"\npath = "/tmp"\nwarn = "lots"\n'
+    config = tmp_path / "watchdogs.toml"
+    config.write_text(snippet + "\n" + base_for(snippet, tmp_path))
+    with pytest.raises(ConfigError, match="warn"):
+        load_config(config)
