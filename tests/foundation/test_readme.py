@@ -50,7 +50,8 @@ def blocks(markdown: str) -> list[Block]:
             body.append(lines[i][len(fence.group(1)):])
             i += 1
         before = next((ln for ln in reversed(lines[:start]) if ln.strip()), "")
-        found.append(Block(start + 1, fence.group(2), "\n".join(body) + "\n", before.startswith("<!-- partial")))
+        partial = before.startswith("<!-- partial")
+        found.append(Block(start + 1, fence.group(2), "\n".join(body) + "\n", partial))
         i += 1
     return found
 
