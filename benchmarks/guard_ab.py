@@ -25,7 +25,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from _stats import Row, record, spread
+from _stats import Row, record, spread  # noqa: E402 - after the path set-up above
 
 
 def baseline_package(rev: str, into: Path) -> str:

@@ -23,7 +23,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 try:
-    import accelerate  # type: ignore[import-untyped]
+    import accelerate  # type: ignore[import-untyped]  # noqa: F401 - no types; only to say what is missing
 except ImportError:
     sys.exit("integration benchmark skipped: accelerate is not installed "
              "(pip install 'slurm-watchdogs[accelerate]')")

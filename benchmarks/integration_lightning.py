@@ -30,11 +30,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 warnings.filterwarnings("ignore")
-import lightning.pytorch as pl
-import torch
-from _stats import Row, record, spread
+import lightning.pytorch as pl  # noqa: E402 - after the path set-up above
+import torch  # noqa: E402 - after the path set-up above
+from _stats import Row, record, spread  # noqa: E402 - after the path set-up
 
-from trainguard.integrations.lightning import TrainguardCallback
+from trainguard.integrations.lightning import TrainguardCallback  # noqa: E402 - after the path set-up
 
 torch.set_num_threads(1)
 for name in ("lightning.pytorch", "lightning.fabric", "trainguard"):

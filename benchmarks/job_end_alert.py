@@ -68,7 +68,7 @@ def main() -> None:
                    f"sleep 2; date +%s.%N > {site}/end-{i}; exit 1") for i in range(SAMPLES)]
     mailbox = subprocess.Popen([sys.executable, "-m", "notifiers.devmailbox", "--port", str(port),
                                 "--dir", str(box)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    log = open(site / "scheduler.log", "w")
+    log = open(site / "scheduler.log", "w")  # noqa: SIM115 - closed with the process below
     scheduler = subprocess.Popen([sys.executable, "-m", "watchdogs", "--config", str(site / "watchdogs.toml"),
                                   "run"], stdout=log, stderr=subprocess.STDOUT, cwd=site)
     totals = []

@@ -106,7 +106,7 @@ def delayed(tree: Path, mount: Path, rounds: int, delay_ms: float) -> Row | None
     from tests.checks.hung_mount import fuse_available
     reason = fuse_available()
     try:
-        import mfusepy  # type: ignore[import-untyped]  # only: can it be built here?
+        import mfusepy  # type: ignore[import-untyped]  # noqa: F401  # only: can it be built here?
     except (ImportError, OSError) as exc:
         reason = reason or f"mfusepy/libfuse3 not installed ({exc})"
     if reason:

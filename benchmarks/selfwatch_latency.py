@@ -61,7 +61,7 @@ class Site:
 
     def popen(self) -> subprocess.Popen[bytes]:
         env = {**os.environ, "WATCHDOGS_CONFIG": str(self.config)}
-        log = open(self.root / "scheduler.log", "ab")
+        log = open(self.root / "scheduler.log", "ab")  # noqa: SIM115 - closed with the process
         return subprocess.Popen([sys.executable, "-m", "watchdogs", "run"], stdout=log,
                                 stderr=subprocess.STDOUT, env=env, cwd=self.root)
 
