@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _stats import Row, record, spread  # noqa: E402 - the helper beside this script
+from _stats import Row, record, spread
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "watchdogs.example.toml"
 

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _stats import Row, record, spread  # noqa: E402 - the helper beside this script
+from _stats import Row, record, spread
 
 SAMPLES = 5
 NODE = "node3"

@@ -45,7 +45,7 @@ from datetime import datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _stats import Row, record, spread  # noqa: E402 - the helper beside this script
+from _stats import Row, record, spread
 
 from watchdogs.checks.base import run_check
 from watchdogs.checks.context import TickContext
