@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from probe_cases import PROBES, Outcome, Probe  # noqa: E402 - the cases live beside this script
+from probe_cases import PROBES, Outcome, Probe
 
 VERDICTS = ("handled", "traceback", "hang", "wrong")
 
