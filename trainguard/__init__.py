@@ -11,29 +11,49 @@ only by a training that already uses torch.distributed or CUDA.
             guard.step(step)
         guard.finish(step)
 """
-from trainguard.causes import (
-    DEFAULT_ACTIONS,
-    END_AT_ONCE,
-    EXIT_CANNOT_SAVE,
-    EXIT_NO_PROGRESS,
-    EXIT_REQUEUE,
-    REPORT_ONLY,
-    REQUEUE_WITHOUT_SAVE,
-    SAVE_AND_CONTINUE,
-    SAVE_AND_FAIL,
-    SAVE_AND_REQUEUE,
-    SAVE_AND_STOP,
-    SAVE_IF_TIME_AND_END,
-    Action,
-    Cause,
-    Decision,
-    Policy,
-    Save,
-)
-from trainguard.checkpoint import Checkpoint, CheckpointError, Checkpoints
-from trainguard.config import GuardConfig, config_from
-from trainguard.guard import Guard
-from trainguard.heartbeat import Heartbeat, read_heartbeats, write_heartbeat
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trainguard.causes import (
+        DEFAULT_ACTIONS,
+        END_AT_ONCE,
+        EXIT_CANNOT_SAVE,
+        EXIT_NO_PROGRESS,
+        EXIT_REQUEUE,
+        REPORT_ONLY,
+        REQUEUE_WITHOUT_SAVE,
+        SAVE_AND_CONTINUE,
+        SAVE_AND_FAIL,
+        SAVE_AND_REQUEUE,
+        SAVE_AND_STOP,
+        SAVE_IF_TIME_AND_END,
+        Action,
+        Cause,
+        Decision,
+        Policy,
+        Save,
+    )
+    from trainguard.checkpoint import Checkpoint, CheckpointError, Checkpoints
+    from trainguard.config import GuardConfig, config_from
+    from trainguard.guard import Guard
+    from trainguard.heartbeat import Heartbeat, read_heartbeats, write_heartbeat
+
+# Public name -> the submodule that defines it. The names are imported on first use (PEP 562),
+# so a reader of one submodule (the cluster-side log_stale check reads trainguard.heartbeat)
+# does not pay for the whole library: the guard, psutil and its many dataclasses.
+_EXPORTS = {
+    **dict.fromkeys(("DEFAULT_ACTIONS", "END_AT_ONCE", "EXIT_CANNOT_SAVE", "EXIT_NO_PROGRESS",
+                     "EXIT_REQUEUE", "REPORT_ONLY", "REQUEUE_WITHOUT_SAVE", "SAVE_AND_CONTINUE",
+                     "SAVE_AND_FAIL", "SAVE_AND_REQUEUE", "SAVE_AND_STOP", "SAVE_IF_TIME_AND_END",
+                     "Action", "Cause", "Decision", "Policy", "Save"), "causes"),
+    **dict.fromkeys(("Checkpoint", "CheckpointError", "Checkpoints"), "checkpoint"),
+    **dict.fromkeys(("GuardConfig", "config_from"), "config"),
+    "Guard": "guard",
+    **dict.fromkeys(("Heartbeat", "read_heartbeats", "write_heartbeat"), "heartbeat"),
+}
 
 __version__ = "0.1.0"
 __all__ = [
@@ -43,3 +63,17 @@ __all__ = [
     "Checkpoint", "CheckpointError", "Checkpoints", "Decision", "Guard", "GuardConfig", "Heartbeat",
     "Policy", "Save", "config_from", "read_heartbeats", "write_heartbeat",
 ]
+
+
+if not TYPE_CHECKING:  # mypy sees the imports above, so a misspelt name stays an error
+    def __getattr__(name: str) -> Any:
+        module = _EXPORTS.get(name)
+        if module is None:
+            raise AttributeError(f"module 'trainguard' has no attribute {name!r}")
+        value = getattr(importlib.import_module(f"trainguard.{module}"), name)
+        globals()[name] = value  # later look-ups skip this function
+        return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
