@@ -17,14 +17,24 @@ import pytest
 import watchdogs.commands
 from watchdogs.cli import command_in, main
 from watchdogs.commands import COMMANDS
+from watchdogs.plugins import BUILTIN, CHECKS_GROUP, load_group
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser from PyPI, as watchdogs.config.loader does
+    import tomli as tomllib
 
 HEAVY = ("apscheduler", "asyncio", "jinja2", "slack_sdk", "requests", "urllib3", "torch", "psutil",
          "trainguard", "notifiers")
 # status builds the configured channels (to show the disabled ones) and loads the check
 # types of the config (trainguard comes with log_stale's heartbeats): the rest stays out.
+# Reading heartbeats needs trainguard.heartbeat and hang_record, not the guard nor psutil; the
+# built-in types come from a static table, not a scan of every installed distribution.
 STATUS_HEAVY = ("apscheduler", "asyncio", "jinja2", "slack_sdk", "requests", "urllib3", "torch",
                 "notifiers.slack", "notifiers.sms", "notifiers.webhook", "notifiers.email",
-                "notifiers.apprise", "apprise")
+                "notifiers.apprise", "apprise", "psutil", "importlib.metadata", "trainguard.guard",
+                "trainguard.lifecycle", "trainguard.config", "trainguard.causes",
+                "trainguard.checkpoint", "trainguard.memory", "trainguard.slurm")
 # --help needs none of what a command needs either: entry points, the state database, logs.
 HELP_HEAVY = (*HEAVY, "importlib.metadata", "sqlite3", "email", "logging", "tzlocal")
 HELP_MODULES = {"watchdogs", "watchdogs.cli", "watchdogs.commands", "watchdogs.errors"}
@@ -92,8 +102,38 @@ heartbeats = "{tmp_path}/heartbeats"
     assert "watchdogs.commands.status" in loaded  # it did run
     assert "notifiers.logfile" in loaded
     assert heavy_in(loaded, STATUS_HEAVY) == []
+    assert {m for m in loaded if m.startswith("trainguard")} == {
+        "trainguard", "trainguard.heartbeat", "trainguard.hang_record"}
     others = {f"watchdogs.commands.{m}" for m in {c.module for c in COMMANDS.values()} - {"status"}}
     assert loaded & others == set()
+
+
+def test_the_builtin_type_table_matches_the_entry_points_in_pyproject() -> None:
+    """plugins.BUILTIN spares status the entry-point scan: it must name what pyproject.toml
+    declares, or a renamed class would load in one path and fail in the other."""
+    declared = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    points = declared["project"]["entry-points"]
+    assert {g: dict(t) for g, t in BUILTIN.items()} == {g: points[g] for g in BUILTIN}
+    for group in BUILTIN:
+        classes = load_group(group).classes
+        assert all(classes[name].type_name == name for name in BUILTIN[group])  # type: ignore[attr-defined]  # every plugin class has type_name
+
+
+def test_a_type_outside_the_builtin_table_is_found_among_the_entry_points() -> None:
+    registry = load_group(CHECKS_GROUP)
+    assert "no-such-type" not in registry.classes
+    assert set(registry.names()) >= set(BUILTIN[CHECKS_GROUP])
+
+
+def test_trainguard_still_exports_its_public_names_on_first_use() -> None:
+    probe = ("import sys, trainguard; assert 'trainguard.guard' not in sys.modules; "
+             "from trainguard import Guard, SAVE_AND_STOP, read_heartbeats; "
+             "import trainguard.guard as g; assert Guard is g.Guard; "
+             "assert set(trainguard.__all__) <= set(dir(trainguard)); "
+             "print(sorted(n for n in trainguard.__all__ if getattr(trainguard, n) is None))")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
+                          check=True)
+    assert proc.stdout.strip() == "[]"
 
 
 def registered_by(module_name: str) -> dict[str, str | None]:
