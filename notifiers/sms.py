@@ -7,14 +7,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import requests
-
 from notifiers.base import Message, Notifier, TransportError
 from notifiers.common import http_failure, secret_pair_problems
 from watchdogs.config.options import Option, integer, path, string, string_list, timeout
 from watchdogs.errors import SecretError
 
 if TYPE_CHECKING:
+    import requests
+
     from notifiers.render import Templates
     from watchdogs.alerts.events import Batch
 
@@ -87,6 +87,8 @@ class SmsNotifier(Notifier):
     def _send_one(self, number: str, body: str, token: str) -> None:
         url = self.opts["base_url"].rstrip("/") + API_PATH.format(sid=self.opts["account_sid"])
         ca = self.opts["ca_file"]
+        import requests  # here, not at the top: `watchdogs status` builds this channel without sending
+
         try:
             reply = requests.post(url, data={"To": number, "From": self.opts["from_number"], "Body": body},
                                   auth=(self.opts["account_sid"], token), timeout=self.opts["timeout"],

@@ -10,8 +10,6 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import requests
-
 from notifiers.base import Message, Notifier, TransportError
 from notifiers.common import http_failure, secret_pair_problems, string_map
 from notifiers.secrets import guard_logger
@@ -20,6 +18,7 @@ from watchdogs.config.options import Option, integer, path, string, timeout
 from watchdogs.errors import SecretError
 
 if TYPE_CHECKING:
+
     from notifiers.render import Templates
     from watchdogs.alerts.events import Batch
 
@@ -77,6 +76,8 @@ class WebhookNotifier(Notifier):
         # urllib3 logs request paths at DEBUG, and a secret URL may hold its token there.
         guard_logger(logging.getLogger("urllib3.connectionpool"), self._secrets)
         ca = self.opts["ca_file"]
+        import requests  # here, not at the top: `watchdogs status` builds this channel without sending
+
         try:
             reply = requests.post(url, json=self.payload(message), headers=headers,
                                   timeout=self.opts["timeout"], verify=str(ca) if ca else True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import pkgutil
 import subprocess
 import sys
@@ -106,6 +107,37 @@ heartbeats = "{tmp_path}/heartbeats"
         "trainguard", "trainguard.heartbeat", "trainguard.hang_record"}
     others = {f"watchdogs.commands.{m}" for m in {c.module for c in COMMANDS.values()} - {"status"}}
     assert loaded & others == set()
+
+
+def test_status_builds_http_channels_and_shows_a_disabled_one_without_importing_requests(
+        tmp_path: Path) -> None:
+    """requests is imported when a webhook or SMS is sent, not when status builds the
+    channel to see whether it works: an SMS whose token variable is unset is still shown
+    DISABLED."""
+    cfg = tmp_path / "watchdogs.toml"
+    cfg.write_text(f"""
+[scheduler]
+state_dir = "{tmp_path / 'state'}"
+[[notify]]
+name = "hook"
+type = "webhook"
+url = "http://127.0.0.1:9/alerts"
+[[notify]]
+name = "pager"
+type = "sms"
+account_sid = "AC0123456789abcdef0123456789abcdef"
+auth_token_env = "WATCHDOGS_TEST_UNSET_TOKEN"
+from_number = "+15559990000"
+to = ["+15550001111"]
+""")
+    env = {k: v for k, v in os.environ.items() if k != "WATCHDOGS_TEST_UNSET_TOKEN"}
+    loaded = modules_after("--config", str(cfg), "status", cwd=tmp_path, env=env)
+    assert {"notifiers.webhook", "notifiers.sms"} <= loaded
+    assert heavy_in(loaded, ("requests", "urllib3")) == []
+    shown = subprocess.run([sys.executable, "-m", "watchdogs", "--config", str(cfg), "status"],
+                           capture_output=True, text=True, cwd=tmp_path, timeout=60, env=env).stdout
+    assert "!!! pager DISABLED" in shown and "WATCHDOGS_TEST_UNSET_TOKEN" in shown
+    assert "hook DISABLED" not in shown
 
 
 def test_the_builtin_type_table_matches_the_entry_points_in_pyproject() -> None:
