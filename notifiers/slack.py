@@ -13,11 +13,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlsplit
 
-from slack_sdk import WebClient, WebhookClient
-from slack_sdk.errors import SlackApiError, SlackClientError
-from slack_sdk.http_retry import ConnectionErrorRetryHandler, RateLimitErrorRetryHandler, RetryHandler
-from slack_sdk.http_retry.builtin_interval_calculators import BackoffRetryIntervalCalculator
-
 from notifiers.base import Message, Notifier, TransportError
 from notifiers.common import http_failure, secret_pair_problems
 from notifiers.secrets import Secret, private_logger
@@ -25,6 +20,9 @@ from watchdogs.config.options import Option, duration, integer, path, string, ti
 from watchdogs.errors import SecretError
 
 if TYPE_CHECKING:
+    from slack_sdk.errors import SlackApiError
+    from slack_sdk.http_retry import RetryHandler
+
     from notifiers.render import Templates
     from watchdogs.alerts.events import Batch
 
@@ -32,23 +30,6 @@ MAX_SECTION = 3000
 MAX_SECTIONS = 45
 _TRANSIENT_API_ERRORS = frozenset({"ratelimited", "internal_error", "fatal_error", "service_unavailable",
                                    "request_timeout"})
-
-
-class BoundedRateLimitHandler(RateLimitErrorRetryHandler):
-    """slack_sdk's 429 handler, but only when the server asks for a short enough wait."""
-
-    def __init__(self, max_retry_count: int, max_wait: float) -> None:
-        super().__init__(max_retry_count=max_retry_count)
-        self.max_wait = max_wait
-
-    def _can_retry(self, *, state: Any, request: Any, response: Any = None, error: Any = None) -> bool:
-        if not super()._can_retry(state=state, request=request, response=response, error=error):
-            return False
-        values = next((v for k, v in response.headers.items() if k.lower() == "retry-after"), ["1"])
-        try:
-            return float(values[0]) <= self.max_wait
-        except (TypeError, ValueError):
-            return False
 
 
 def blocks_for(subject: str, mrkdwn_text: str, footer: str) -> list[dict[str, Any]]:
@@ -133,6 +114,10 @@ class SlackNotifier(Notifier):
         return Message(plain.subject, fallback, None, plain.severity, plain.key, {"blocks": blocks})
 
     def notify(self, message: Message) -> None:
+        # slack_sdk is imported here, when an alert goes out, not when the channel is built
+        # (`watchdogs status` builds every channel to show the disabled ones).
+        from notifiers.slack_client import SlackApiError, SlackClientError
+
         try:
             if self.uses_token:
                 self._post_api(message, self.secret("token_env", "token_file", "Slack token"))
@@ -154,10 +139,9 @@ class SlackNotifier(Notifier):
                 "retry_handlers": self._retry_handlers()}
 
     def _retry_handlers(self) -> list[RetryHandler]:
-        retries = self.opts["max_retries"]
-        return [ConnectionErrorRetryHandler(max_retry_count=retries,
-                                            interval_calculator=BackoffRetryIntervalCalculator(0.5)),
-                BoundedRateLimitHandler(retries, self.opts["max_retry_wait"])]
+        from notifiers.slack_client import retry_handlers
+
+        return retry_handlers(self.opts["max_retries"], self.opts["max_retry_wait"])
 
     def _webhook_url(self, secret: Secret) -> str:
         """The secret URL, or its path on `base_url` (an on-premise relay, or the tests)."""
@@ -169,6 +153,8 @@ class SlackNotifier(Notifier):
         return base.rstrip("/") + parts.path + (f"?{parts.query}" if parts.query else "")
 
     def _post_webhook(self, message: Message, secret: Secret | None) -> None:
+        from notifiers.slack_client import WebhookClient
+
         assert secret is not None  # validate_options guarantees one way in
         client = WebhookClient(self._webhook_url(secret), **self._client_args())
         response = client.send(text=message.text, blocks=message.extra.get("blocks"))
@@ -180,6 +166,8 @@ class SlackNotifier(Notifier):
         return self.opts["base_url"] or "https://slack.com/api/"
 
     def _post_api(self, message: Message, secret: Secret | None) -> None:
+        from notifiers.slack_client import WebClient
+
         assert secret is not None  # validate_options guarantees one way in
         client = WebClient(token=secret.reveal(), base_url=self._api_url(), **self._client_args())
         client.chat_postMessage(

@@ -109,11 +109,11 @@ heartbeats = "{tmp_path}/heartbeats"
     assert loaded & others == set()
 
 
-def test_status_builds_http_channels_and_shows_a_disabled_one_without_importing_requests(
+def test_status_builds_http_channels_and_shows_a_disabled_one_without_their_client_libraries(
         tmp_path: Path) -> None:
-    """requests is imported when a webhook or SMS is sent, not when status builds the
-    channel to see whether it works: an SMS whose token variable is unset is still shown
-    DISABLED."""
+    """requests and slack_sdk are imported when a webhook, SMS or Slack message is sent, not
+    when status builds the channel to see whether it works: an SMS whose token variable is
+    unset is still shown DISABLED."""
     cfg = tmp_path / "watchdogs.toml"
     cfg.write_text(f"""
 [scheduler]
@@ -129,15 +129,20 @@ account_sid = "AC0123456789abcdef0123456789abcdef"
 auth_token_env = "WATCHDOGS_TEST_UNSET_TOKEN"
 from_number = "+15559990000"
 to = ["+15550001111"]
+[[notify]]
+name = "team"
+type = "slack"
+webhook_url_env = "WATCHDOGS_TEST_SLACK_URL"
 """)
     env = {k: v for k, v in os.environ.items() if k != "WATCHDOGS_TEST_UNSET_TOKEN"}
+    env["WATCHDOGS_TEST_SLACK_URL"] = "https://hooks.slack.com/services/T0/B0/secret"
     loaded = modules_after("--config", str(cfg), "status", cwd=tmp_path, env=env)
-    assert {"notifiers.webhook", "notifiers.sms"} <= loaded
-    assert heavy_in(loaded, ("requests", "urllib3")) == []
+    assert {"notifiers.webhook", "notifiers.sms", "notifiers.slack"} <= loaded
+    assert heavy_in(loaded, ("requests", "urllib3", "slack_sdk", "notifiers.slack_client")) == []
     shown = subprocess.run([sys.executable, "-m", "watchdogs", "--config", str(cfg), "status"],
                            capture_output=True, text=True, cwd=tmp_path, timeout=60, env=env).stdout
     assert "!!! pager DISABLED" in shown and "WATCHDOGS_TEST_UNSET_TOKEN" in shown
-    assert "hook DISABLED" not in shown
+    assert "hook DISABLED" not in shown and "team DISABLED" not in shown
 
 
 def test_the_builtin_type_table_matches_the_entry_points_in_pyproject() -> None:
