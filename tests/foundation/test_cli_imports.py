@@ -38,7 +38,8 @@ STATUS_HEAVY = ("apscheduler", "asyncio", "jinja2", "slack_sdk", "requests", "ur
                 "trainguard.checkpoint", "trainguard.memory", "trainguard.slurm")
 # --help needs none of what a command needs either: entry points, the state database, logs.
 HELP_HEAVY = (*HEAVY, "importlib.metadata", "sqlite3", "email", "logging", "tzlocal")
-HELP_MODULES = {"watchdogs", "watchdogs.cli", "watchdogs.commands", "watchdogs.errors"}
+HELP_MODULES = {"watchdogs", "watchdogs.cli", "watchdogs.commands", "watchdogs.errors",
+                "watchdogs.redact"}  # errors masks secrets in config problems (re only)
 
 PROBE = """
 import contextlib, io, json, sys
