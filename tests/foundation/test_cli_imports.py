@@ -11,7 +11,9 @@ import os
 import pkgutil
 import subprocess
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -104,6 +106,7 @@ heartbeats = "{tmp_path}/heartbeats"
     assert "watchdogs.commands.status" in loaded  # it did run
     assert "notifiers.logfile" in loaded
     assert heavy_in(loaded, STATUS_HEAVY) == []
+    assert "tzlocal" not in loaded  # every item runs on an interval: no wall-clock zone needed
     assert {m for m in loaded if m.startswith("trainguard")} == {
         "trainguard", "trainguard.heartbeat", "trainguard.hang_record"}
     others = {f"watchdogs.commands.{m}" for m in {c.module for c in COMMANDS.values()} - {"status"}}
@@ -144,6 +147,27 @@ webhook_url_env = "WATCHDOGS_TEST_SLACK_URL"
                            capture_output=True, text=True, cwd=tmp_path, timeout=60, env=env).stdout
     assert "!!! pager DISABLED" in shown and "WATCHDOGS_TEST_UNSET_TOKEN" in shown
     assert "hook DISABLED" not in shown and "team DISABLED" not in shown
+
+
+def test_status_plans_a_cron_item_in_the_local_zone_and_an_interval_without_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """status asks tzlocal only for a cron expression: 03:00 is 03:00 where the user is."""
+    import tzlocal
+
+    from watchdogs.scheduler.statusview import _next_run
+    from watchdogs.schedules import Schedule
+
+    monkeypatch.setenv("TZ", "Asia/Tokyo")  # UTC+9 all year
+    tzlocal.reload_localzone()
+    try:
+        anchor = datetime(2026, 1, 1, tzinfo=timezone.utc).timestamp()  # 09:00 in Tokyo
+        cron = SimpleNamespace(schedule=Schedule("cron", expr="0 3 * * *"))
+        interval = SimpleNamespace(schedule=Schedule("interval", seconds=7200))
+        assert _next_run(cron, {"anchor": anchor}, False, anchor + 3600) == anchor + 18 * 3600
+        assert _next_run(interval, {"anchor": anchor}, False, anchor + 3600) == anchor + 7200
+    finally:
+        monkeypatch.undo()
+        tzlocal.reload_localzone()
 
 
 def test_the_builtin_type_table_matches_the_entry_points_in_pyproject() -> None:

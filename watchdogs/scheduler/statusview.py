@@ -8,10 +8,8 @@ scheduler runs.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import datetime, timezone, tzinfo
 from typing import TYPE_CHECKING, Any
-
-from tzlocal import get_localzone
 
 from watchdogs import units
 from watchdogs.errors import WatchdogsError
@@ -19,7 +17,7 @@ from watchdogs.result import Status
 from watchdogs.scheduler.items import all_items
 from watchdogs.scheduler.prune import RUNS_DIR
 from watchdogs.scheduler.records import Records
-from watchdogs.schedules import first_run
+from watchdogs.schedules import Schedule, first_run
 from watchdogs.slurmctl.runner import SlurmRunner
 
 if TYPE_CHECKING:
@@ -88,8 +86,19 @@ def _next_run(item: Any, row: Mapping[str, Any], running: bool, now: float) -> f
     if running:
         return None if row.get("next_run") is None else float(row["next_run"])
     anchor = row.get("anchor")
-    when = first_run(item.schedule, _dt(anchor) if anchor else None, _dt(now), get_localzone())
+    when = first_run(item.schedule, _dt(anchor) if anchor else None, _dt(now), _zone_for(item.schedule))
     return when.timestamp()
+
+
+def _zone_for(schedule: Schedule) -> tzinfo:
+    """The local zone, for a cron expression (its times are wall-clock times). Intervals and
+    @reboot do not depend on a zone, and asking tzlocal costs ~35 ms of a status that should
+    answer at once, so those get UTC."""
+    if schedule.kind != "cron":
+        return timezone.utc
+    from tzlocal import get_localzone
+
+    return get_localzone()
 
 
 def _item(item_id: str, kind: str, schedule: str, row: Mapping[str, Any], jobs: dict[str, dict[str, str]],
