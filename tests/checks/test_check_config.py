@@ -98,7 +98,7 @@ type = "nodes"
 name = "scratch"
 type = "disk"
 path = "/tmp"
-warn = "90%"
+warn = "85%"
 """)
     every = {c.name: c.every for c in config.checks}
     assert every == {"train": 30.0, "slow-train": 120.0, "nodes": 30.0, "scratch": 300.0}
