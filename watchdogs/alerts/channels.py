@@ -4,7 +4,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from notifiers.base import Notifier
+from notifiers.base import Message, Notifier, TransportError
 from watchdogs.config.model import Config, NotifyConfig
 from watchdogs.errors import SecretError, WatchdogsError
 from watchdogs.plugins import NOTIFIERS_GROUP, Registry, load_group
@@ -64,3 +64,16 @@ def build_working_channels(config: Config, disabled: Mapping[str, list[str]] | N
             continue
         working[cfg.name] = channel
     return working, broken
+
+
+def deliver(notifier: Notifier, message: Message) -> TransportError | None:
+    """The one side effect of delivery: hand the message to the channel. Every failure
+    comes back as a TransportError with secrets scrubbed, never raised."""
+    try:
+        notifier.notify(message)
+    except TransportError as exc:
+        exc.message = notifier.scrub(exc.message)
+        return exc
+    except Exception as exc:  # noqa: BLE001 - a broken channel plugin must not stop the others
+        return TransportError(notifier.scrub(f"{type(exc).__name__}: {exc}"))
+    return None

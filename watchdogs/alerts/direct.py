@@ -10,8 +10,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from notifiers.base import Message, Notifier, TransportError
+from notifiers.base import Message, Notifier
 from notifiers.render import Templates, plain_message
+from watchdogs.alerts.channels import deliver
 from watchdogs.alerts.events import AlertEvent, Batch, severity_rank
 from watchdogs.alerts.lifecycle import ItemState, decide
 from watchdogs.alerts.routing import channels_for, pick_route
@@ -70,7 +71,7 @@ class DirectSink:
         for entry in list(self.pending):
             if entry.channel in failed:
                 continue
-            error = self._send(entry)
+            error = deliver(self.channels[entry.channel], entry.message)
             if error is None:
                 self.pending.remove(entry)
                 self.delivered += 1
@@ -100,13 +101,3 @@ class DirectSink:
             LOG.exception("channel %s: rendering failed; sending plain text", channel)
             return plain_message(batch)
 
-    def _send(self, entry: _Pending) -> TransportError | None:
-        notifier = self.channels[entry.channel]
-        try:
-            notifier.notify(entry.message)
-        except TransportError as exc:
-            exc.message = notifier.scrub(exc.message)
-            return exc
-        except Exception as exc:  # noqa: BLE001 - a broken channel plugin must not stop the others
-            return TransportError(notifier.scrub(f"{type(exc).__name__}: {exc}"))
-        return None

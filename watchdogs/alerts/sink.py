@@ -24,6 +24,7 @@ from notifiers.base import Message, Notifier, TransportError
 from notifiers.render import Templates, plain_message
 from watchdogs import humanize
 from watchdogs.alerts import health, outbox, records, schema, silences
+from watchdogs.alerts.channels import deliver
 from watchdogs.alerts.events import AlertEvent, Batch
 from watchdogs.alerts.tick import at_time, by_channel, evaluate
 from watchdogs.config.model import Config
@@ -113,7 +114,7 @@ class AlertSink:
                 continue
             if not self._claim(item, notifier, ts):
                 continue
-            error = self._send(notifier, item)
+            error = deliver(notifier, replace(item.message, done=item.done))
             more = self._settle(item, error, now) or more
             if error is not None and not error.permanent:
                 failed.add(item.channel)
@@ -122,18 +123,6 @@ class AlertSink:
     def _claim(self, item: outbox.OutboxItem, notifier: Notifier, ts: float) -> bool:
         with self.store.transaction() as db:
             return outbox.claim(db, item.id, self.owner, ts, ts + notifier.send_budget())
-
-    @staticmethod
-    def _send(notifier: Notifier, item: outbox.OutboxItem) -> TransportError | None:
-        """The one side effect: hand the message to the channel."""
-        try:
-            notifier.notify(replace(item.message, done=item.done))
-        except TransportError as exc:
-            exc.message = notifier.scrub(exc.message)
-            return exc
-        except Exception as exc:  # noqa: BLE001 - a broken channel plugin must not stop the others
-            return TransportError(notifier.scrub(f"{type(exc).__name__}: {exc}"))
-        return None
 
     def _settle(self, item: outbox.OutboxItem, error: TransportError | None, now: datetime) -> bool:
         """Record the attempt right away: after success, this commit is all that stands

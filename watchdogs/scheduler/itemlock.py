@@ -10,13 +10,13 @@ On a filesystem that cannot lock, items run unlocked (the scheduler lock warns a
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import hashlib
 import os
 import socket
 from pathlib import Path
 from urllib.parse import quote
+
+from watchdogs.scheduler.lock import take_flock
 
 LOCKS_DIR = "locks"
 _MAX_NAME = 200
@@ -40,22 +40,10 @@ class ItemLocks:
         holds it."""
         path = lock_path(self.state_dir, item_id)
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(fd, 200).decode(errors="replace").strip() or "another process"
-            os.close(fd)
-            return holder
-        except OSError as exc:
-            os.close(fd)
-            if exc.errno in (errno.ENOLCK, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
-                return None
-            raise
-        os.ftruncate(fd, 0)
-        os.write(fd, f"pid {os.getpid()} on {socket.gethostname()}".encode())
-        self._held[item_id] = fd
-        return None
+        fd, holder = take_flock(path, f"pid {os.getpid()} on {socket.gethostname()}")
+        if fd is not None:
+            self._held[item_id] = fd
+        return holder
 
     def release(self, item_id: str) -> None:
         fd = self._held.pop(item_id, None)

@@ -16,6 +16,31 @@ from pathlib import Path
 LOCK_NAME = "scheduler.lock"
 
 
+def take_flock(path: Path, note: str) -> tuple[int | None, str | None]:
+    """Try an exclusive flock on `path` without waiting: (our fd, None) when taken, and `note`
+    is written into the file for whoever finds it held; (None, holder's note) when another
+    process holds it; (None, None) when this filesystem cannot lock at all (some network
+    mounts), where callers rely on the job chain alone."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 200).decode(errors="replace").strip() or "another process"
+        os.close(fd)
+        return None, holder
+    except OSError as exc:
+        os.close(fd)
+        if exc.errno in (errno.ENOLCK, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+            return None, None
+        raise
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, note.encode())
+    except OSError:
+        pass  # the note is only for a message; a full disk must not stop the run
+    return fd, None
+
+
 class Lock:
     def __init__(self, state_dir: Path) -> None:
         self.path = state_dir / LOCK_NAME
@@ -23,25 +48,8 @@ class Lock:
 
     def acquire(self, who: str) -> str | None:
         """None when held by us (or locking is unsupported here); else who holds it."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(fd, 200).decode(errors="replace").strip() or "another process"
-            os.close(fd)
-            return holder
-        except OSError as exc:
-            os.close(fd)
-            if exc.errno in (errno.ENOLCK, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
-                return None  # no locking on this filesystem: rely on the job chain alone
-            raise
-        try:
-            os.ftruncate(fd, 0)
-            os.write(fd, f"{who} (pid {os.getpid()} on {socket.gethostname()})\n".encode())
-        except OSError:
-            pass  # who holds it is only for the message; a full disk must not stop the scheduler
-        self._fd = fd
-        return None
+        self._fd, holder = take_flock(self.path, f"{who} (pid {os.getpid()} on {socket.gethostname()})\n")
+        return holder
 
     def release(self) -> None:
         if self._fd is not None:
