@@ -82,3 +82,20 @@ def test_run_once_on_a_full_state_directory_still_reports_without_a_traceback(
     assert full.stdout.startswith("CRITICAL scratch: ") and full.returncode == 2
     assert f"state directory {state} full" in full.stderr
 
+
+
+def test_item_locks_on_a_full_state_directory_still_lock_without_the_holders_note(tmpfs: Path) -> None:
+    from watchdogs.scheduler.itemlock import ItemLocks
+    state = tmpfs / "state"
+    state.mkdir()
+    fill(tmpfs)
+    mine, other = ItemLocks(state), ItemLocks(state)
+    assert mine.acquire("cron.hourly/new-item") is None      # taken, though the note could not be written
+    assert other.acquire("cron.hourly/new-item") == "another process"   # and it does exclude
+    mine.release("cron.hourly/new-item")
+
+
+def test_item_locks_in_a_broken_state_directory_let_the_item_run_unlocked(tmp_path: Path) -> None:
+    from watchdogs.scheduler.itemlock import LOCKS_DIR, ItemLocks
+    (tmp_path / LOCKS_DIR).write_text("not a folder")
+    assert ItemLocks(tmp_path).acquire("check-a") is None

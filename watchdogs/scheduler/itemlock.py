@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import socket
 from pathlib import Path
 from urllib.parse import quote
 
 from watchdogs.scheduler.lock import take_flock
+
+LOG = logging.getLogger("watchdogs.scheduler")
 
 LOCKS_DIR = "locks"
 _MAX_NAME = 200
@@ -39,8 +42,14 @@ class ItemLocks:
         """None when we hold the item's lock now (or locking is unsupported here); else who
         holds it."""
         path = lock_path(self.state_dir, item_id)
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd, holder = take_flock(path, f"pid {os.getpid()} on {socket.gethostname()}")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd, holder = take_flock(path, f"pid {os.getpid()} on {socket.gethostname()}")
+        except OSError as exc:
+            # A full or broken state directory must not stop the checks: the item runs
+            # unlocked, and the state directory's own alert says what is wrong with it.
+            LOG.warning("item %s runs without its lock: %s", item_id, exc)
+            return None
         if fd is not None:
             self._held[item_id] = fd
         return holder
