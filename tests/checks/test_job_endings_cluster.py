@@ -256,8 +256,17 @@ def test_lifecycle_notices_arrive_once_each_in_order(ended: Ended, tmp_path: Pat
             sh("scontrol", "requeue", job)
             wait_for(lambda: job_state(job) == "PENDING", what="requeued job pending")
             look()
-            sh("scontrol", "update", f"JobId={job}", "StartTime=now")  # skip the requeue delay
-            wait_for(lambda: job_state(job) == "RUNNING", what="requeued job running again")
+            # Skip the requeue delay (BeginTime). slurmd revokes the previous run's credential
+            # with a 1-second resolution, so a start within that second is refused: wait it
+            # out, and ask again while the job is still pending.
+            time.sleep(1.5)
+
+            def running_again() -> bool:
+                if job_state(job) == "RUNNING":
+                    return True
+                sh("scontrol", "update", f"JobId={job}", "StartTime=now", check=False)
+                return False
+            wait_for(running_again, timeout=60, interval=1.0, what="requeued job running again")
             look()
             sh("scancel", job)
             wait_for(lambda: accounted(job), timeout=60, what="accounting has the end")
