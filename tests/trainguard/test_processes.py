@@ -98,4 +98,7 @@ def test_a_guard_exit_runs_finally_and_the_later_atexit_handlers_and_keeps_its_c
     # The fast exit skips the finalisation (module globals' __del__) and the atexit
     # handlers registered before guard.start(), as documented.
     assert ("atexit before the guard" in lines) is (not fast)
-    assert ("finalised" in lines) is (not fast)
+    if fast:
+        # Skipped for sure by the fast exit. Without it CPython usually runs module globals'
+        # __del__ at shutdown, but promises neither that nor a usable stdout by then.
+        assert "finalised" not in lines
