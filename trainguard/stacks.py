@@ -43,9 +43,12 @@ def main_thread_frames(native_top: str | None = None, limit: int = TOP_FRAMES) -
 
 
 def _is_library(filename: str) -> bool:
-    # Installed packages and the standard library: not where the training's author looks.
+    # Installed packages, the standard library and trainguard itself (also when installed
+    # from a checkout, where it is not under site-packages): not where the training's author
+    # looks. A rank blocked in the guard's agreement must still name the training's line.
     stdlib = sysconfig.get_paths()["stdlib"]
-    return "-packages" + os.sep in filename or filename.startswith((stdlib, "<"))
+    own_package = str(Path(__file__).resolve().parent) + os.sep
+    return "-packages" + os.sep in filename or filename.startswith((stdlib, "<", own_package))
 
 
 def write_python_stacks(out: TextIO) -> None:
