@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -91,8 +92,9 @@ class JobCheck(Check):
                      "exactly one of job_name or job_regex")]
         return []
 
-    @property
+    @functools.cached_property
     def spec(self) -> JobSpec:
+        # Asked several times per check per tick; a check's options are fixed for its life.
         return JobSpec.from_options(self.opts)
 
     def watched_jobs(self, ctx: TickContext) -> list[JobSpec]:

@@ -29,12 +29,15 @@ class JobSnapshot:
     users: Mapping[tuple[str, ...], frozenset[str] | None] = field(default_factory=dict)
     calls: int = 0
     index: RowIndex = field(init=False, repr=False, compare=False)
+    _spec_set: frozenset[JobSpec] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "index", RowIndex(self.rows))
+        # Every check asks `covers` a few times a tick: a hash lookup, not a scan of the specs.
+        object.__setattr__(self, "_spec_set", frozenset(self.specs))
 
     def covers(self, spec: JobSpec) -> bool:
-        return spec in self.specs and spec.users in self.users
+        return spec in self._spec_set and spec.users in self.users
 
     def matching(self, spec: JobSpec) -> list[JobRow]:
         """The rows of `spec`, in squeue's order; from the index (built once per snapshot),
@@ -94,11 +97,14 @@ def fetch(specs: Sequence[JobSpec], store: StateStore, now: float, env: Mapping[
           runner: SlurmRunner) -> JobSnapshot:
     """The planned squeue calls for `specs`, each skipped while the controller asks us to back off."""
     users: dict[tuple[str, ...], frozenset[str] | None] = {}
+    refused: set[tuple[str, ...]] = set()
     for spec in specs:
+        if spec.users in users or spec.users in refused:
+            continue  # most checks share one `users` (the default): resolve it once
         try:
             users[spec.users] = resolve_users(spec.users)
         except WatchdogsError:
-            continue  # an unknown group: that check says so; the rest are still watched
+            refused.add(spec.users)  # an unknown group: that check says so; the rest are still watched
     usable = [s for s in specs if s.users in users]
     rows: list[JobRow] = []
     queries = plan_queries(usable, users)
