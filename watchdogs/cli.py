@@ -10,10 +10,14 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from watchdogs import __version__
 from watchdogs.commands import COMMANDS
 from watchdogs.errors import WatchdogsError
+
+if TYPE_CHECKING:
+    from watchdogs.commands.base import CommandResult
 
 DESCRIPTION = """\
 Watch a Slurm cluster and your jobs: built-in checks, cron.d drop-ins, alerts by email,
@@ -93,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        result = args.handler(args)
+        result = _run(args)
     except WatchdogsError as exc:
         print(f"watchdogs: error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -103,6 +107,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if output:
         _print(output)
     return result.exit_code
+
+
+def _run(args: argparse.Namespace) -> CommandResult:
+    """The command; under --json whatever it prints meanwhile (a `console` channel set to
+    stdout, a library's chatter) goes to stderr, so stdout is the JSON document alone."""
+    if not args.json:
+        return args.handler(args)
+    import contextlib  # only here: `--help` stays light
+
+    with contextlib.redirect_stdout(sys.stderr):
+        return args.handler(args)
 
 
 def _print(text: str) -> None:

@@ -47,3 +47,18 @@ def test_the_example_config_shipped_in_the_repo_is_valid(tmp_path: Path) -> None
     example = Path(__file__).resolve().parents[2] / "watchdogs.example.toml"
     proc = run_cli("--config", str(example), "validate", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_json_output_stays_parseable_when_a_console_channel_prints_on_stdout(tmp_path: Path) -> None:
+    """Anything a command prints while it runs (a console channel on stdout, here) goes to
+    stderr under --json, so stdout is the JSON document alone."""
+    cfg = tmp_path / "w.toml"
+    cfg.write_text(f'[scheduler]\nstate_dir = "{tmp_path / "state"}"\n[alerts]\nnotify = ["con"]\n'
+                   '[[notify]]\nname = "con"\ntype = "console"\nstream = "stdout"\n'
+                   f'[[check]]\nname = "scratch"\ntype = "disk"\npath = "{tmp_path}"\n'
+                   'warn = "1B"\ncrit = "2B"\n')
+    proc = run_cli("--json", "--config", str(cfg), "run", "--once", cwd=tmp_path)
+    data = json.loads(proc.stdout)
+    assert proc.returncode == 2, proc.stderr
+    assert "scratch" in json.dumps(data)
+    assert "[CRITICAL] [watchdogs" in proc.stderr  # the console channel's message, not lost
