@@ -49,3 +49,19 @@ def parse_size(value: object) -> int:
     if suffix == "i":
         raise ValueError(SIZE_EXPECTED)
     return int(number * _BINARY[prefix])
+
+
+def format_duration(seconds: float) -> str:
+    """For people reading a log or a hang report: "2.5 s", "15 min 00 s", "2 h 05 min",
+    "3 d 04 h" (the watchdog's alerts write durations the same way)."""
+    if seconds < 60:
+        return f"{max(0.0, seconds):.1f} s"
+    whole = int(round(seconds))
+    days, rest = divmod(whole, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days} d {hours:02d} h"
+    if hours:
+        return f"{hours} h {minutes:02d} min"
+    return f"{minutes} min {secs:02d} s"

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainguard import stacks
+from trainguard._units import format_duration
 from trainguard.causes import EXIT_NO_PROGRESS, Cause
 from trainguard.config import hang_limits
 from trainguard.exits import ProcessExit, write_exit_file
@@ -80,9 +81,9 @@ def respond(guard: Guard, stall: Stall) -> bool:
         code = EXIT_NO_PROGRESS
     what = _what_next(action.stop, code, cfg.hang_grace)
     where = " <- ".join(frames) or "(no Python frame)"
-    log.error("trainguard: HANG: no progress for %.1f s in phase %s after step %d (budget %.1f s); "
-              "stuck in %s; %s%s", stall.stalled_for, stall.phase, stall.step, stall.budget, where,
-              what, count_note)
+    log.error("trainguard: HANG: no progress for %s in phase %s after step %d (budget %s); "
+              "stuck in %s; %s%s", format_duration(stall.stalled_for), stall.phase, stall.step,
+              format_duration(stall.budget), where, what, count_note)
     report = _write_report(guard, report, stall, frames, checkpoint, f"{what}{count_note}")
     _mark_hung(guard, stall, frames, report)
     if native is not None:
@@ -151,8 +152,9 @@ def _write_report(guard: Guard, path: Path | None, stall: Stall, frames: tuple[s
         "trainguard hang report",
         f"job {job.label or '(not in SLURM)'}, restart {job.restart_count}, rank {guard.rank} of "
         f"{world}, host {node_name()}, pid {os.getpid()}",
-        f"detected {time.strftime('%Y-%m-%dT%H:%M:%S')}: no progress for {stall.stalled_for:.1f} s "
-        f"in phase {stall.phase} (budget {stall.budget:.1f} s)",
+        f"detected {time.strftime('%Y-%m-%dT%H:%M:%S')}: no progress for "
+        f"{format_duration(stall.stalled_for)} in phase {stall.phase} "
+        f"(budget {format_duration(stall.budget)})",
         f"last completed step {stall.step}; newest checkpoint step {checkpoint}",
         f"stuck in: {' <- '.join(frames) or '(no Python frame)'}",
         f"action: {action}",

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from trainguard._units import format_duration
 from trainguard.heartbeat import Heartbeat
 
 HANGS_FILE = ".trainguard-hangs.json"
@@ -80,7 +81,7 @@ def first_to_stop(beats: Sequence[Heartbeat]) -> Heartbeat | None:
 def describe(beat: Heartbeat, now: float) -> str:
     where = f"rank {beat.rank}" + (f" ({beat.host})" if beat.host else "")
     state = (f"hung in {beat.frames[0]}" if beat.phase == "hung" and beat.frames
-             else f"{beat.phase}, last heartbeat {now - beat.time:.0f} s ago")
+             else f"{beat.phase}, last heartbeat {format_duration(now - beat.time)} ago")
     return f"{where} at step {beat.step}: {state}"
 
 

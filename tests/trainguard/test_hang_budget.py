@@ -9,7 +9,7 @@ import pytest
 
 from trainguard.config import config_from
 from trainguard.hang import HangLimits, HangWatch, Stall, StepBudget, allowed
-from trainguard.hang_record import chain_ends, first_to_stop, next_count
+from trainguard.hang_record import chain_ends, describe, first_to_stop, next_count
 from trainguard.heartbeat import Heartbeat
 
 LIMITS = HangLimits(floor=2.0, ceiling=60.0, multiple=10.0, percentile=99.0, first_step=30.0,
@@ -99,6 +99,16 @@ def test_the_first_to_stop_is_the_lowest_step_then_the_rank_that_could_not_say_h
     first = first_to_stop(beats)
     assert first is not None and first.rank == 1
     assert first_to_stop([beat(0, 100, "hung", 50.0), beat(1, 99, "hung", 52.0)]).rank == 1  # type: ignore[union-attr]  # why: None fails the test too
+
+
+AGES = [(2.46, "2.5 s"), (400, "6 min 40 s"), (2 * 3600 + 300, "2 h 05 min"),
+        (3 * 86400 + 4 * 3600, "3 d 04 h")]
+
+
+@pytest.mark.parametrize(("ago", "said"), AGES)
+def test_a_rank_s_last_heartbeat_is_said_in_minutes_and_hours_not_raw_seconds(ago: float, said: str) -> None:
+    beat = Heartbeat(3, 41199, "train", 1000.0, host="node7")
+    assert describe(beat, 1000.0 + ago).endswith(f"train, last heartbeat {said} ago")
 
 
 def test_hangs_count_once_per_run_and_reset_with_a_new_checkpoint() -> None:
