@@ -140,7 +140,8 @@ def main() -> int:
     parser.add_argument("--files", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--root", default=None, help="folder to build the trees in (default: /tmp)")
-    parser.add_argument("--delayed-files", type=int, default=2000)
+    parser.add_argument("--delayed-files", type=int, default=2000,
+                        help="0: the local disk only (printed, not recorded: the table keeps both rows)")
     parser.add_argument("--delay-ms", type=float, default=0.5)
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="wd-scan-bench-", dir=args.root))
@@ -150,6 +151,8 @@ def main() -> int:
         print(f"built {args.files} files in {time.perf_counter() - start:.1f}s under {base} "
               f"({os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f})")
         rows = [local(base / "local", args.rounds)]
+        if args.delayed_files <= 0:
+            return 0
         build(base / "remote", args.delayed_files, per_dir=25)
         row = delayed(base / "remote", base / "mnt", args.rounds, args.delay_ms)
         rows += [row] if row else []
