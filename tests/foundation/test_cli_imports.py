@@ -108,7 +108,8 @@ heartbeats = "{tmp_path}/heartbeats"
     assert heavy_in(loaded, STATUS_HEAVY) == []
     assert "tzlocal" not in loaded  # every item runs on an interval: no wall-clock zone needed
     assert {m for m in loaded if m.startswith("trainguard")} == {
-        "trainguard", "trainguard.heartbeat", "trainguard.hang_record"}
+        "trainguard", "trainguard.heartbeat", "trainguard.hang_record",
+        "trainguard._units"}  # durations in words for the hang text (imports only `re`)
     others = {f"watchdogs.commands.{m}" for m in {c.module for c in COMMANDS.values()} - {"status"}}
     assert loaded & others == set()
 
