@@ -3,13 +3,17 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from watchdogs.checks.context import TickContext
-from watchdogs.config.model import CheckConfig
 from watchdogs.configured import Configured
 from watchdogs.errors import WatchdogsError
 from watchdogs.result import CheckResult, Status
+
+if TYPE_CHECKING:
+    # Annotations only: `status` and `validate` build checks for their option tables and
+    # never run one, so they need neither the tick (nor Slurm's modules behind it).
+    from watchdogs.checks.context import TickContext
+    from watchdogs.config.model import CheckConfig
 
 
 class Check(Configured, ABC):

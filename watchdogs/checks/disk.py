@@ -8,20 +8,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from watchdogs.checks.base import Check
-from watchdogs.checks.context import TickContext
 from watchdogs.config import options as o
 from watchdogs.config.options import Limit, Option
-from watchdogs.fsprobe import usage as fs
 from watchdogs.fsprobe.bounded import probe
 from watchdogs.fsprobe.forecast import DAY, Forecast, forecast
 from watchdogs.fsprobe.scan import DEFAULT_WORKERS
 from watchdogs.humanize import count, percent
 from watchdogs.humanize import size as format_size
 from watchdogs.result import CheckResult, Metric, Status, worst
-from watchdogs.slurmctl.users import current_user
+
+if TYPE_CHECKING:
+    # `validate` and `status` build this class for its option table only: the usage
+    # sources (quota tools, mount table) are imported by the methods that measure.
+    from watchdogs.checks.context import TickContext
+    from watchdogs.fsprobe import usage as fs
 
 SOURCES = ("auto", "statvfs", "scan", "lfs", "mmlsquota", "quota")
 HISTORY_DDL = (
@@ -61,6 +64,8 @@ class DiskCheck(Check):
     }
 
     def run(self, ctx: TickContext) -> CheckResult:
+        from watchdogs.fsprobe import usage as fs
+
         use = self._usage()
         cap_b = _capacity(self.opts.get("bytes_limit") or use.bytes_total, self.opts["usable"])
         cap_i = self.opts.get("inodes_limit") or use.inodes_total
@@ -83,6 +88,9 @@ class DiskCheck(Check):
         return self._result(use, statuses, [p for p in parts if p], cap_b, cap_i)
 
     def _usage(self) -> fs.Usage:
+        from watchdogs.fsprobe import usage as fs
+        from watchdogs.slurmctl.users import current_user
+
         settings = fs.Settings(
             source=self.opts["source"], user=self.opts.get("user") or current_user(),
             device=self.opts.get("device"), fileset=self.opts.get("fileset"),
@@ -131,6 +139,8 @@ class DiskCheck(Check):
         return Status.OK, f"room for {room} more checkpoint{'s' if room != 1 else ''} of {format_size(each)}"
 
     def _measure_checkpoint(self) -> float | None:
+        from watchdogs.fsprobe import usage as fs
+
         folder = self.opts.get("checkpoint_dir")
         if folder is None:
             return None

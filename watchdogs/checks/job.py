@@ -1,9 +1,13 @@
 """`job`: is the training running or queued? And when it is gone: why, in words, and what
-was done about it.
+was done about it (watchdogs.checks.jobgone).
 
 Every `job` check of a tick shares one squeue snapshot (watchdogs.slurmctl.snapshot) and
 one sacct call (watchdogs.checks.jobend). A controller that cannot be asked gives UNKNOWN,
 never "job gone": an outage must not page people that their training vanished.
+
+`validate` and `status` build this class for its option table and never run it, so the
+modules that read the queue and explain an ending are imported by the methods that use
+them (tests/foundation/test_cli_imports.py pins what those commands load).
 """
 from __future__ import annotations
 
@@ -11,12 +15,10 @@ import contextlib
 import dataclasses
 import functools
 from collections.abc import Mapping
-from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from watchdogs.checks import jobend, jobfiles, jobnotices
+from watchdogs.checks import jobnotices
 from watchdogs.checks.base import Check
-from watchdogs.checks.context import TickContext
 from watchdogs.config.options import (
     Kind,
     Option,
@@ -29,18 +31,16 @@ from watchdogs.config.options import (
     timeout,
 )
 from watchdogs.errors import SlurmError, WatchdogsError
-from watchdogs.result import CheckResult, Notice, Status
+from watchdogs.result import CheckResult, Notice
 from watchdogs.slurmctl import resubmit
-from watchdogs.slurmctl.ending import Ending, Progress
-from watchdogs.slurmctl.jobspec import JobSpec
-from watchdogs.slurmctl.jobstatus import GONE, RUNNING, UNKNOWN, Assessment, assess, unknown
-from watchdogs.slurmctl.snapshot import SLURM_TIMEOUT_S
-from watchdogs.slurmctl.squeue import JobRow, latest_finished
-from watchdogs.slurmctl.transitions import remember, transitions
-from watchdogs.slurmctl.users import resolve_users
+
+if TYPE_CHECKING:
+    from watchdogs.checks.context import TickContext
+    from watchdogs.slurmctl.jobspec import JobSpec
+    from watchdogs.slurmctl.jobstatus import Assessment
+    from watchdogs.slurmctl.squeue import JobRow
 
 MEMORY = "check.job"
-RESUBMITS = "check.job.resubmits"
 
 
 def subset_of(*allowed: str) -> Kind:
@@ -95,6 +95,8 @@ class JobCheck(Check):
     @functools.cached_property
     def spec(self) -> JobSpec:
         # Asked several times per check per tick; a check's options are fixed for its life.
+        from watchdogs.slurmctl.jobspec import JobSpec
+
         return JobSpec.from_options(self.opts)
 
     def watched_jobs(self, ctx: TickContext) -> list[JobSpec]:
@@ -114,7 +116,7 @@ class JobCheck(Check):
         if jobnotices.ENDED in (self.opts.get("notices") or ()):
             ids += [i for i in memory.get("seen", {}) if i not in alive]
             ids += [i for i in memory.get("pending_notices", {}) if i not in ids]
-        last = None if alive else self._last_id(rows, memory)
+        last = None if alive else self.last_id(rows, memory)
         if last is not None and last not in ids:
             ids.append(last)
         return [i for i in ids if i not in memory.get("explained", {})]
@@ -123,6 +125,8 @@ class JobCheck(Check):
         return ctx.job_snapshot(self.spec).matching(self.spec)
 
     def run(self, ctx: TickContext) -> CheckResult:
+        from watchdogs.slurmctl.jobstatus import GONE, UNKNOWN
+
         verdict = self.assess(ctx)
         if verdict.kind == UNKNOWN:
             return CheckResult(verdict.status, verdict.summary)
@@ -141,6 +145,9 @@ class JobCheck(Check):
     def assess(self, ctx: TickContext) -> Assessment:
         """The verdict from the tick's snapshot; kind UNKNOWN when Slurm cannot be asked
         (log_stale and nodes call this too, for the job they are linked to)."""
+        from watchdogs.slurmctl.jobstatus import assess, unknown
+        from watchdogs.slurmctl.users import resolve_users
+
         spec = self.spec
         try:
             snapshot = ctx.job_snapshot(spec)
@@ -156,6 +163,9 @@ class JobCheck(Check):
     def _remember(self, ctx: TickContext, verdict: Assessment, rows: list[JobRow]) -> None:
         """Last job ids seen alive (to ask how the last one ended), when one last ran, and
         each alive job's state (for the lifecycle transitions of the next look)."""
+        from watchdogs.slurmctl.jobstatus import RUNNING
+        from watchdogs.slurmctl.transitions import remember
+
         memory = dict(ctx.store.kv_get(MEMORY, self.name, {}))
         alive = [r.raw_id for r in (*verdict.running, *verdict.queued)]
         if alive:
@@ -168,27 +178,32 @@ class JobCheck(Check):
     # -- lifecycle notices ---------------------------------------------------------------
 
     def _notices(self, ctx: TickContext, rows: list[JobRow]) -> list[Notice]:
+        from watchdogs.checks.jobgone import final_ending
+        from watchdogs.slurmctl.transitions import transitions
+
         wanted = self.opts.get("notices") or ()
         memory = dict(ctx.store.kv_get(MEMORY, self.name, {}))
         if not wanted or "seen" not in memory:
             return []  # the first look only learns what runs; nothing has changed yet
         found = transitions(memory["seen"], rows)
         said, waiting = jobnotices.notices(
-            wanted, found, ctx.now, self._label(), memory.get("pending_notices", {}),
-            lambda job_id, row: self._final_ending(ctx, job_id, row))
+            wanted, found, ctx.now, self.label(), memory.get("pending_notices", {}),
+            lambda job_id, row: final_ending(self, ctx, job_id, row))
         memory = dict(ctx.store.kv_get(MEMORY, self.name, {}))
         memory["pending_notices"] = waiting
         ctx.store.kv_put(MEMORY, self.name, memory)
         return said
 
-    # -- the job is gone: why, and what to do -----------------------------------------------
+    # -- the job is gone: why, and what to do (watchdogs.checks.jobgone) ------------------
 
-    def _label(self) -> str:
+    def label(self) -> str:
         spec = self.spec
         return spec.job_name or (spec.job_regex.pattern if spec.job_regex else "")
 
     @staticmethod
-    def _last_id(rows: list[JobRow], memory: Mapping[str, Any]) -> str | None:
+    def last_id(rows: list[JobRow], memory: Mapping[str, Any]) -> str | None:
+        from watchdogs.slurmctl.squeue import latest_finished
+
         row = latest_finished(rows)
         if row is not None:
             return row.raw_id
@@ -196,108 +211,9 @@ class JobCheck(Check):
         return max(remembered, key=_numeric, default=None)
 
     def _gone(self, ctx: TickContext, rows: list[JobRow]) -> CheckResult:
-        spec = self.spec
-        memory = ctx.store.kv_get(MEMORY, self.name, {})
-        job_id = self._last_id(rows, memory)
-        context = {"job_name": self._label(), "state": "GONE"}
-        where = f"no job with {spec.describe()} is running or queued"
-        if job_id is None:
-            summary = f"gone: {where}, and there is no record of an earlier one"
-            if self.opts.get("resubmit") is None:
-                return CheckResult(Status.CRITICAL, summary, context=context, fingerprint="gone:")
-            return self._resubmit(ctx, summary, (), context, None, "gone:")
-        row = next((r for r in rows if r.raw_id == job_id), None)
-        ending, tail, _final = self._ending(ctx, job_id, row)
-        f = ending.facts
-        context.update(job=job_id, last_state=f.state or "unknown", ending=ending.kind)
-        # The source is part of it: a degraded first word, then accounting's, is news.
-        fingerprint = f"gone:{job_id}:{ending.kind}:{f.source}"
-        details = [f"{where}.", f"efficiency: {ending.efficiency()}" if f.source == "sacct" else ""]
-        details += _tail_lines(tail)
-        summary = ending.sentence()
-        lines = tuple(d for d in details if d)
-        if self.opts.get("resubmit") is None:
-            return CheckResult(Status.CRITICAL, summary, lines, context=context, fingerprint=fingerprint)
-        return self._resubmit(ctx, summary, lines, context, ending, fingerprint)
+        from watchdogs.checks.jobgone import gone
 
-    def _final_ending(self, ctx: TickContext, job_id: str, row: JobRow | None) -> tuple[Ending, bool]:
-        ending, _tail, final = self._ending(ctx, job_id, row)
-        return ending, final
-
-    def _ending(self, ctx: TickContext, job_id: str, row: JobRow | None
-                ) -> tuple[Ending, dict[str, Any] | None, bool]:
-        """How `job_id` ended (kept once accounting has it), its log tail, and whether the
-        explanation is final (from accounting)."""
-        memory = ctx.store.kv_get(MEMORY, self.name, {})
-        kept = memory.get("explained", {}).get(job_id)
-        if kept is not None:
-            ending, tail = jobend.from_json(kept)
-            return ending, tail, True
-        facts = jobend.end_facts(ctx, job_id, row, self._label())
-        progress = self._progress(job_id) if facts.source else Progress()
-        ending = jobend.explain_end(ctx, facts, progress)
-        tail = self._tail(ending)
-        if facts.source == "sacct":
-            memory = dict(ctx.store.kv_get(MEMORY, self.name, {}))
-            memory["explained"] = jobend.keep(memory.get("explained", {}), job_id,
-                                              jobend.to_json(ending, tail))
-            ctx.store.kv_put(MEMORY, self.name, memory)
-        return ending, tail, facts.source == "sacct"
-
-    def _progress(self, job_id: str) -> Progress:
-        heartbeats, checkpoints = self.opts.get("heartbeats"), self.opts.get("checkpoints")
-        if heartbeats is None and checkpoints is None:
-            return Progress()
-        return jobfiles.progress(heartbeats, checkpoints, job_id, self.opts["probe_timeout"])
-
-    def _tail(self, ending: Ending) -> dict[str, Any] | None:
-        if self.opts["tail_lines"] <= 0 or ending.facts.source != "sacct":
-            return None
-        return jobfiles.job_log_tail(ending.facts, self.opts.get("output"), self.opts.get("error"),
-                                     self.opts.get("resubmit"), self.opts["tail_lines"],
-                                     self.opts["probe_timeout"])
-
-    def _resubmit(self, ctx: TickContext, summary: str, details: tuple[str, ...],
-                  context: dict[str, str], ending: Ending | None, fingerprint: str) -> CheckResult:
-        script = self.opts["resubmit"]
-        policy = resubmit.ResubmitPolicy(
-            script, self.opts["resubmit_limit"], self.opts["resubmit_window"],
-            self.opts.get("kill_switch") or script.parent / "NO_RESUBMIT",
-            frozenset(self.opts["resubmit_on"]), self.opts["fail_fast"],
-            self.opts.get("checkpoints") is not None)
-        now = ctx.now.timestamp()
-        history = ctx.store.kv_get(RESUBMITS, self.name, [])
-        decision = resubmit.decide(policy, history, now, policy.kill_switch.exists(), ending,
-                                   max(history, default=None))
-        context["resubmit"] = decision.key
-        if not decision.allowed:
-            return CheckResult(Status.CRITICAL, f"{summary}. {decision.why}.", details, context=context,
-                               fingerprint=fingerprint)
-        try:
-            job_id = self._submit(ctx, script, decision.exclude)
-        except SlurmError as exc:
-            return CheckResult(Status.CRITICAL, f"{summary}. Resubmit failed: {exc}", details,
-                               context=context, fingerprint=fingerprint)
-        ctx.store.kv_put(RESUBMITS, self.name, [*decision.recent, now])
-        context["resubmitted"] = job_id
-        excluding = f" excluding {', '.join(decision.exclude)}" if decision.exclude else ""
-        return CheckResult(Status.WARNING, f"{summary}. Resubmitted as job {job_id}{excluding} "
-                                           f"({decision.why}).", details, context=context,
-                           fingerprint=fingerprint)
-
-    def _submit(self, ctx: TickContext, script: Path, exclude: tuple[str, ...]) -> str:
-        # The one side effect of this check: sbatch the user's own script, as the user the
-        # watchdog runs as, only after the decision above allowed it.
-        return resubmit.submit(script, self.opts.get("job_name"), self.opts.get("cluster"),
-                               SLURM_TIMEOUT_S, ctx.slurm_env(), ctx.runner, exclude)
-
-
-def _tail_lines(tail: Mapping[str, Any] | None) -> list[str]:
-    if not tail:
-        return []
-    if tail.get("lines"):
-        return [f"last lines of {tail['path']}:", *tail["lines"]]
-    return [f"no log lines: {tail['problem']}"] if tail.get("problem") else []
+        return gone(self, ctx, rows)
 
 
 def _numeric(job_id: str) -> int:

@@ -9,12 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from watchdogs import humanize
 from watchdogs.result import Notice
-from watchdogs.slurmctl.ending import Ending
-from watchdogs.slurmctl.squeue import JobRow
 from watchdogs.slurmctl.transitions import ENDED, REQUEUED, STARTED, Transition
+
+if TYPE_CHECKING:
+    # Annotations only: KINDS is in the `job` check's option table (`validate`, `status`).
+    from watchdogs.slurmctl.ending import Ending
+    from watchdogs.slurmctl.squeue import JobRow
 
 KINDS = (STARTED, REQUEUED, ENDED)
 ENDED_WAIT_S = 300.0

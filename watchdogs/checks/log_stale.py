@@ -14,21 +14,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from trainguard.hang_record import EVENTS_FILE, parse_events
-from trainguard.heartbeat import Heartbeat
 from watchdogs.checks.base import Check
-from watchdogs.checks.context import TickContext
 from watchdogs.checks.job import WatchesLinkedJob
 from watchdogs.config.options import Option, choice, duration, path, regex, size, string, timeout
 from watchdogs.errors import SlurmError
-from watchdogs.fsprobe import hangs, staleness
 from watchdogs.fsprobe.bounded import probe
 from watchdogs.humanize import duration as format_duration
 from watchdogs.result import CheckResult, Status, worst
-from watchdogs.slurmctl.jobstatus import RUNNING, UNKNOWN, Assessment
-from watchdogs.slurmctl.snapshot import SLURM_TIMEOUT_S
+
+if TYPE_CHECKING:
+    # `validate` and `status` build this class for its option table only: what reads
+    # heartbeats, hang logs and the job's state is imported by the methods that use it.
+    from trainguard.heartbeat import Heartbeat
+    from watchdogs.checks.context import TickContext
+    from watchdogs.fsprobe.staleness import Verdict
+    from watchdogs.slurmctl.jobstatus import Assessment
 
 MEMORY = "check.log_stale"
 ACTED = "check.log_stale.hung_action"
@@ -69,6 +71,8 @@ class LogStaleCheck(WatchesLinkedJob, Check):
         return []
 
     def run(self, ctx: TickContext) -> CheckResult:
+        from watchdogs.slurmctl.jobstatus import RUNNING, UNKNOWN
+
         linked = self.linked_job(ctx)
         job = linked.assess(ctx) if linked is not None else None
         if linked is not None and job is not None and job.kind not in (RUNNING, UNKNOWN):
@@ -83,7 +87,9 @@ class LogStaleCheck(WatchesLinkedJob, Check):
             verdicts.extend(self._heartbeats(ctx, since, job))
         return self._combine(verdicts, job)
 
-    def _combine(self, verdicts: list[staleness.Verdict], job: Assessment | None) -> CheckResult:
+    def _combine(self, verdicts: list[Verdict], job: Assessment | None) -> CheckResult:
+        from watchdogs.slurmctl.jobstatus import UNKNOWN
+
         status = worst([v.status for v in verdicts])
         bad = [v for v in verdicts if v.status is status] if status is not Status.OK else verdicts
         summary = "; ".join(v.summary for v in bad)
@@ -98,7 +104,9 @@ class LogStaleCheck(WatchesLinkedJob, Check):
             context["job"] = job.context.get("job", "")
         return CheckResult(status, summary, details, context=context, fingerprint=fingerprint)
 
-    def _log(self, ctx: TickContext, since: float | None) -> list[staleness.Verdict]:
+    def _log(self, ctx: TickContext, since: float | None) -> list[Verdict]:
+        from watchdogs.fsprobe import staleness
+
         pattern = str(self.opts["path"])
         progress = self.opts.get("progress")
         found = probe("newest", {"pattern": pattern, "tail_bytes": self.opts["tail"] if progress else 0},
@@ -112,7 +120,9 @@ class LogStaleCheck(WatchesLinkedJob, Check):
         return verdicts
 
     def _progress(self, ctx: TickContext, found: Mapping[str, Any], since: float | None
-                  ) -> staleness.Verdict:
+                  ) -> Verdict:
+        from watchdogs.fsprobe import staleness
+
         now = ctx.now.timestamp()
         value = staleness.last_number(self.opts["progress"], found["tail"])
         if value is None:
@@ -125,7 +135,10 @@ class LogStaleCheck(WatchesLinkedJob, Check):
         return staleness.judge_progress(previous, current, now, self.opts["max_age"], since)
 
     def _heartbeats(self, ctx: TickContext, since: float | None,
-                    job: Assessment | None) -> list[staleness.Verdict]:
+                    job: Assessment | None) -> list[Verdict]:
+        from trainguard.heartbeat import Heartbeat
+        from watchdogs.fsprobe import staleness
+
         folder = str(self.opts["heartbeats"])
         records = probe("heartbeats", {"directory": folder}, self.opts["probe_timeout"], folder)
         # A `hung` record or a problem older than this run's start is the previous run's.
@@ -135,7 +148,10 @@ class LogStaleCheck(WatchesLinkedJob, Check):
         return [self._liveness(ctx, beats, since, job, folder), *([problem] if problem else [])]
 
     def _liveness(self, ctx: TickContext, beats: list[Heartbeat], since: float | None,
-                  job: Assessment | None, folder: str) -> staleness.Verdict:
+                  job: Assessment | None, folder: str) -> Verdict:
+        from trainguard.hang_record import EVENTS_FILE, parse_events
+        from watchdogs.fsprobe import hangs, staleness
+
         now, job_id = ctx.now.timestamp(), _running_id(job)
         hung = hangs.hung_now(beats, now, job_id)
         if hung is not None:
@@ -148,8 +164,8 @@ class LogStaleCheck(WatchesLinkedJob, Check):
                 return recent
         return staleness.judge_heartbeats(beats, now, self.opts["max_age"], since)
 
-    def _act_on_hang(self, ctx: TickContext, hung: staleness.Verdict, beats: list[Heartbeat],
-                     job_id: str | None, now: float) -> staleness.Verdict:
+    def _act_on_hang(self, ctx: TickContext, hung: Verdict, beats: list[Heartbeat],
+                     job_id: str | None, now: float) -> Verdict:
         action = self.opts["hung_action"]
         since = min(b.time for b in beats if b.phase == "hung")
         if action == "none" or job_id is None or now - since < self.opts["hung_grace"]:
@@ -170,6 +186,8 @@ class LogStaleCheck(WatchesLinkedJob, Check):
         # The one side effect of this check, off by default: the training hung and did not
         # leave (a frozen rank holds the job). USR1 starts trainguard's forced exit; a
         # requeue ends every process of the job and queues it again.
+        from watchdogs.slurmctl.snapshot import SLURM_TIMEOUT_S
+
         argv = (["scancel", "--signal=USR1", "--full", job_id] if action == "signal"
                 else ["scontrol", "requeue", job_id])
         ctx.runner(argv, timeout=SLURM_TIMEOUT_S, env=ctx.slurm_env())
@@ -187,7 +205,9 @@ def _start(job: Assessment | None) -> float | None:
     return None
 
 
-def _missing(pattern: str, now: float, max_age: float, since: float | None) -> staleness.Verdict:
+def _missing(pattern: str, now: float, max_age: float, since: float | None) -> Verdict:
+    from watchdogs.fsprobe import staleness
+
     if since is not None and now - since > max_age:
         return staleness.Verdict(Status.CRITICAL, f"no file matches {pattern} although the job has "
                                                   f"run for longer than max_age", fingerprint="missing")

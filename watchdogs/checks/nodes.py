@@ -7,20 +7,21 @@ Nodes that went bad are recorded, so a node that keeps coming back bad is called
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from watchdogs.checks.base import Check
-from watchdogs.checks.context import TickContext
 from watchdogs.checks.job import WatchesLinkedJob
 from watchdogs.config.options import Option, count, duration, integer, limit, string, string_list
 from watchdogs.errors import SlurmError
 from watchdogs.result import CheckResult, Metric, Status
-from watchdogs.slurmctl.backoff import guarded
 from watchdogs.slurmctl.hostlist import expand
-from watchdogs.slurmctl.jobstatus import UNKNOWN
-from watchdogs.slurmctl.sinfo import NodeRow, reservation_nodes, run_sinfo
 from watchdogs.slurmctl.slurmtime import format_clock
-from watchdogs.slurmctl.snapshot import SLURM_TIMEOUT_S
+
+if TYPE_CHECKING:
+    # `validate` and `status` build this class for its option table only: Slurm's
+    # modules are imported by the methods that ask Slurm.
+    from watchdogs.checks.context import TickContext
+    from watchdogs.slurmctl.sinfo import NodeRow
 
 MEMORY = "check.nodes"
 EVENTS_DDL = (
@@ -47,6 +48,10 @@ class NodesCheck(WatchesLinkedJob, Check):
     references: ClassVar[Mapping[str, str]] = {"job": "job"}
 
     def run(self, ctx: TickContext) -> CheckResult:
+        from watchdogs.slurmctl.backoff import guarded
+        from watchdogs.slurmctl.sinfo import run_sinfo
+        from watchdogs.slurmctl.snapshot import SLURM_TIMEOUT_S
+
         try:
             rows = ctx.shared("sinfo", lambda: guarded(
                 ctx.store, "sinfo", ctx.now.timestamp(),
@@ -76,6 +81,11 @@ class NodesCheck(WatchesLinkedJob, Check):
 
     def _wanted(self, ctx: TickContext) -> set[str] | None | CheckResult:
         """The nodes of the linked job and/or reservation; None: no such restriction."""
+        from watchdogs.slurmctl.backoff import guarded
+        from watchdogs.slurmctl.jobstatus import UNKNOWN
+        from watchdogs.slurmctl.sinfo import reservation_nodes
+        from watchdogs.slurmctl.snapshot import SLURM_TIMEOUT_S
+
         wanted: set[str] | None = None
         linked = self.linked_job(ctx)
         if linked is not None:

@@ -23,10 +23,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from watchdogs import humanize
-from watchdogs.slurmctl import ending as e
-from watchdogs.slurmctl.runner import SlurmRunner
+
+if TYPE_CHECKING:
+    # The policy's names and defaults above are the `job` check's option table, which
+    # `validate` and `status` build without ever deciding: the endings (and sacct behind
+    # them) are imported by the functions that decide.
+    from watchdogs.slurmctl import ending as e
+    from watchdogs.slurmctl.runner import SlurmRunner
 
 ENDINGS = ("node_fail", "preempted", "timeout_saved", "timeout_unsaved", "out_of_memory",
            "failed_fast", "failed", "cancelled_by_owner", "cancelled_by_other", "unknown")
@@ -59,6 +65,8 @@ class Decision:
 
 def ending_key(ending: e.Ending | None, policy: ResubmitPolicy, last_resubmit: float | None) -> str:
     """Which row of the policy table this ending falls in ("completed" is not a row)."""
+    from watchdogs.slurmctl import ending as e
+
     if ending is None or not ending.known:
         return "unknown"
     f = ending.facts
@@ -92,6 +100,8 @@ def _why_not(key: str, ending: e.Ending | None, policy: ResubmitPolicy) -> str:
 
 def decide(policy: ResubmitPolicy, history: Sequence[float], now: float, kill_switch_exists: bool,
            ending: e.Ending | None, last_resubmit: float | None = None) -> Decision:
+    from watchdogs.slurmctl import ending as e
+
     recent = tuple(t for t in history if now - t < policy.window)
     key = "completed" if ending is not None and ending.kind == e.COMPLETED else \
         ending_key(ending, policy, last_resubmit)

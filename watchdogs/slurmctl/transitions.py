@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from watchdogs.slurmctl.squeue import JobRow
+if TYPE_CHECKING:
+    # Annotations only: the notice kinds below are in the `job` check's option table,
+    # which `validate` and `status` build without reading the queue.
+    from watchdogs.slurmctl.squeue import JobRow
 
 STARTED, REQUEUED, ENDED = "started", "requeued", "ended"
 

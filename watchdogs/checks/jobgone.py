@@ -1,0 +1,139 @@
+"""A `job` check found its job gone: why, in words (from accounting when it answers, else
+from what the controller still shows), the end of its log, and the optional resubmit.
+
+JobCheck imports this module when a job is gone or has ended, not when the class is built
+(`validate` and `status` build it for its option table only).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from watchdogs.checks import jobend, jobfiles
+from watchdogs.checks.job import MEMORY
+from watchdogs.errors import SlurmError
+from watchdogs.result import CheckResult, Status
+from watchdogs.slurmctl import resubmit
+from watchdogs.slurmctl.ending import Ending, Progress
+from watchdogs.slurmctl.snapshot import SLURM_TIMEOUT_S
+
+if TYPE_CHECKING:
+    from watchdogs.checks.context import TickContext
+    from watchdogs.checks.job import JobCheck
+    from watchdogs.slurmctl.squeue import JobRow
+
+RESUBMITS = "check.job.resubmits"
+
+
+def gone(check: JobCheck, ctx: TickContext, rows: list[JobRow]) -> CheckResult:
+    """CRITICAL with how the last instance ended, or WARNING when it was resubmitted."""
+    spec = check.spec
+    memory = ctx.store.kv_get(MEMORY, check.name, {})
+    job_id = check.last_id(rows, memory)
+    context = {"job_name": check.label(), "state": "GONE"}
+    where = f"no job with {spec.describe()} is running or queued"
+    if job_id is None:
+        summary = f"gone: {where}, and there is no record of an earlier one"
+        if check.opts.get("resubmit") is None:
+            return CheckResult(Status.CRITICAL, summary, context=context, fingerprint="gone:")
+        return _resubmit(check, ctx, summary, (), context, None, "gone:")
+    row = next((r for r in rows if r.raw_id == job_id), None)
+    ending, tail, _final = _ending(check, ctx, job_id, row)
+    f = ending.facts
+    context.update(job=job_id, last_state=f.state or "unknown", ending=ending.kind)
+    # The source is part of it: a degraded first word, then accounting's, is news.
+    fingerprint = f"gone:{job_id}:{ending.kind}:{f.source}"
+    details = [f"{where}.", f"efficiency: {ending.efficiency()}" if f.source == "sacct" else ""]
+    details += _tail_lines(tail)
+    summary = ending.sentence()
+    lines = tuple(d for d in details if d)
+    if check.opts.get("resubmit") is None:
+        return CheckResult(Status.CRITICAL, summary, lines, context=context, fingerprint=fingerprint)
+    return _resubmit(check, ctx, summary, lines, context, ending, fingerprint)
+
+
+def final_ending(check: JobCheck, ctx: TickContext, job_id: str, row: JobRow | None
+                 ) -> tuple[Ending, bool]:
+    """How `job_id` ended, and whether that is final (for the `ended` notice)."""
+    ending, _tail, final = _ending(check, ctx, job_id, row)
+    return ending, final
+
+
+def _ending(check: JobCheck, ctx: TickContext, job_id: str, row: JobRow | None
+            ) -> tuple[Ending, dict[str, Any] | None, bool]:
+    """How `job_id` ended (kept once accounting has it), its log tail, and whether the
+    explanation is final (from accounting)."""
+    memory = ctx.store.kv_get(MEMORY, check.name, {})
+    kept = memory.get("explained", {}).get(job_id)
+    if kept is not None:
+        ending, tail = jobend.from_json(kept)
+        return ending, tail, True
+    facts = jobend.end_facts(ctx, job_id, row, check.label())
+    progress = _progress(check.opts, job_id) if facts.source else Progress()
+    ending = jobend.explain_end(ctx, facts, progress)
+    tail = _tail(check.opts, ending)
+    if facts.source == "sacct":
+        memory = dict(ctx.store.kv_get(MEMORY, check.name, {}))
+        memory["explained"] = jobend.keep(memory.get("explained", {}), job_id,
+                                          jobend.to_json(ending, tail))
+        ctx.store.kv_put(MEMORY, check.name, memory)
+    return ending, tail, facts.source == "sacct"
+
+
+def _progress(opts: Mapping[str, Any], job_id: str) -> Progress:
+    heartbeats, checkpoints = opts.get("heartbeats"), opts.get("checkpoints")
+    if heartbeats is None and checkpoints is None:
+        return Progress()
+    return jobfiles.progress(heartbeats, checkpoints, job_id, opts["probe_timeout"])
+
+
+def _tail(opts: Mapping[str, Any], ending: Ending) -> dict[str, Any] | None:
+    if opts["tail_lines"] <= 0 or ending.facts.source != "sacct":
+        return None
+    return jobfiles.job_log_tail(ending.facts, opts.get("output"), opts.get("error"),
+                                 opts.get("resubmit"), opts["tail_lines"], opts["probe_timeout"])
+
+
+def _resubmit(check: JobCheck, ctx: TickContext, summary: str, details: tuple[str, ...],
+              context: dict[str, str], ending: Ending | None, fingerprint: str) -> CheckResult:
+    opts = check.opts
+    script = opts["resubmit"]
+    policy = resubmit.ResubmitPolicy(
+        script, opts["resubmit_limit"], opts["resubmit_window"],
+        opts.get("kill_switch") or script.parent / "NO_RESUBMIT",
+        frozenset(opts["resubmit_on"]), opts["fail_fast"], opts.get("checkpoints") is not None)
+    now = ctx.now.timestamp()
+    history = ctx.store.kv_get(RESUBMITS, check.name, [])
+    decision = resubmit.decide(policy, history, now, policy.kill_switch.exists(), ending,
+                               max(history, default=None))
+    context["resubmit"] = decision.key
+    if not decision.allowed:
+        return CheckResult(Status.CRITICAL, f"{summary}. {decision.why}.", details, context=context,
+                           fingerprint=fingerprint)
+    try:
+        job_id = _submit(check, ctx, script, decision.exclude)
+    except SlurmError as exc:
+        return CheckResult(Status.CRITICAL, f"{summary}. Resubmit failed: {exc}", details,
+                           context=context, fingerprint=fingerprint)
+    ctx.store.kv_put(RESUBMITS, check.name, [*decision.recent, now])
+    context["resubmitted"] = job_id
+    excluding = f" excluding {', '.join(decision.exclude)}" if decision.exclude else ""
+    return CheckResult(Status.WARNING, f"{summary}. Resubmitted as job {job_id}{excluding} "
+                                       f"({decision.why}).", details, context=context,
+                       fingerprint=fingerprint)
+
+
+def _submit(check: JobCheck, ctx: TickContext, script: Path, exclude: tuple[str, ...]) -> str:
+    # The one side effect of the job check: sbatch the user's own script, as the user the
+    # watchdog runs as, only after the decision above allowed it.
+    return resubmit.submit(script, check.opts.get("job_name"), check.opts.get("cluster"),
+                           SLURM_TIMEOUT_S, ctx.slurm_env(), ctx.runner, exclude)
+
+
+def _tail_lines(tail: Mapping[str, Any] | None) -> list[str]:
+    if not tail:
+        return []
+    if tail.get("lines"):
+        return [f"last lines of {tail['path']}:", *tail["lines"]]
+    return [f"no log lines: {tail['problem']}"] if tail.get("problem") else []
