@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 
 from watchdogs import __version__
 from watchdogs.commands import COMMANDS
-from watchdogs.errors import WatchdogsError
 
 if TYPE_CHECKING:
     from watchdogs.commands.base import CommandResult
@@ -92,7 +91,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # No command: the list of commands, not argparse's "arguments are required".
         parser.print_help(sys.stderr)
         return 2
-    import logging  # after parsing: `--help` and a usage error need none of it
+    # After parsing: `--help` and a usage error need none of these (errors brings dataclasses).
+    import logging
+
+    from watchdogs.errors import WatchdogsError
 
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -1,5 +1,5 @@
 """Loading and validating watchdogs.toml."""
-from watchdogs.config.loader import find_config_path, load_config
+from watchdogs.config.loader import load_config
 from watchdogs.config.model import (
     AlertSettings,
     CheckConfig,
@@ -8,6 +8,7 @@ from watchdogs.config.model import (
     NotifyConfig,
     SchedulerSettings,
 )
+from watchdogs.config.source import find_config_path
 
 __all__ = [
     "AlertSettings", "CheckConfig", "Config", "CronPeriods", "NotifyConfig",

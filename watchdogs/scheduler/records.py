@@ -8,7 +8,6 @@ run.
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -70,6 +69,8 @@ class Records:
 
     # -- instances -------------------------------------------------------------------
     def begin_instance(self, now: float, job_id: str | None, mode: str) -> int:
+        import socket  # here, not above: `status` reads these tables and needs no socket module
+
         with self.store.transaction() as db:
             cur = db.execute("INSERT INTO sched_instances (job_id, host, pid, mode, started, heartbeat)"
                              " VALUES (?, ?, ?, ?, ?, ?)",
