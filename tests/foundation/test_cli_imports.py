@@ -29,19 +29,52 @@ else:  # Python 3.10: the same parser from PyPI, as watchdogs.config.loader does
 
 HEAVY = ("apscheduler", "asyncio", "jinja2", "slack_sdk", "requests", "urllib3", "torch", "psutil",
          "trainguard", "notifiers")
-# status builds the configured channels (to show the disabled ones) and loads the check
-# types of the config (trainguard comes with log_stale's heartbeats): the rest stays out.
-# Reading heartbeats needs trainguard.heartbeat and hang_record, not the guard nor psutil; the
-# built-in types come from a static table, not a scan of every installed distribution.
+# status builds the configured channels (to show the disabled ones) and the check types of
+# the config, for their option tables: what a check needs to run (Slurm's parsers, the
+# filesystem probes, trainguard's heartbeats) stays out, and so do the scheduler's tick,
+# the alert pipeline and the entry-point scan.
 STATUS_HEAVY = ("apscheduler", "asyncio", "jinja2", "slack_sdk", "requests", "urllib3", "torch",
                 "notifiers.slack", "notifiers.sms", "notifiers.webhook", "notifiers.email",
-                "notifiers.apprise", "apprise", "psutil", "importlib.metadata", "trainguard.guard",
-                "trainguard.lifecycle", "trainguard.config", "trainguard.causes",
-                "trainguard.checkpoint", "trainguard.memory", "trainguard.slurm")
-# --help needs none of what a command needs either: entry points, the state database, logs.
-HELP_HEAVY = (*HEAVY, "importlib.metadata", "sqlite3", "email", "logging", "tzlocal")
-HELP_MODULES = {"watchdogs", "watchdogs.cli", "watchdogs.commands", "watchdogs.errors",
-                "watchdogs.redact"}  # errors masks secrets in config problems (re only)
+                "notifiers.apprise", "apprise", "psutil", "importlib.metadata", "trainguard",
+                "socket", "watchdogs.checks.context", "watchdogs.slurmctl.squeue",
+                "watchdogs.slurmctl.ending", "watchdogs.slurmctl.sacct", "watchdogs.fsprobe.usage")
+# --help needs none of what a command needs either: entry points, the state database, logs,
+# the config's dataclasses.
+HELP_HEAVY = (*HEAVY, "importlib.metadata", "sqlite3", "email", "logging", "tzlocal", "dataclasses",
+              "inspect")
+HELP_MODULES = {"watchdogs", "watchdogs.cli", "watchdogs.commands"}
+# Everything of ours that `status` loads for STATUS_CONFIG (job, log_stale, a logfile
+# channel): the config and the option tables of its types, the scheduler's item list and
+# records, one Slurm runner, the state store, the alert summary. A module added to this path
+# is a decision: add it here, and see benchmarks/cli_startup.py.
+STATUS_MODULES = {
+    "watchdogs", "watchdogs.cli", "watchdogs.commands", "watchdogs.commands.base",
+    "watchdogs.commands.status", "watchdogs.errors", "watchdogs.redact", "watchdogs.units",
+    "watchdogs.humanize", "watchdogs.result", "watchdogs.plugins", "watchdogs.configured",
+    "watchdogs.schedules",
+    "watchdogs.config", "watchdogs.config.loader", "watchdogs.config.model",
+    "watchdogs.config.options", "watchdogs.config.paths", "watchdogs.config.sections",
+    "watchdogs.config.source",
+    # the check types' option tables (job's names its endings and notice kinds)
+    "watchdogs.checks", "watchdogs.checks.base", "watchdogs.checks.job",
+    "watchdogs.checks.jobnotices", "watchdogs.checks.log_stale", "watchdogs.fsprobe",
+    "watchdogs.fsprobe.bounded", "watchdogs.slurmctl", "watchdogs.slurmctl.resubmit",
+    "watchdogs.slurmctl.transitions",
+    "notifiers", "notifiers.base", "notifiers.logfile", "notifiers.secrets",
+    "watchdogs.scheduler", "watchdogs.scheduler.items", "watchdogs.scheduler.prune",
+    "watchdogs.scheduler.records", "watchdogs.scheduler.statusview", "watchdogs.dropins",
+    "watchdogs.dropins.crontab", "watchdogs.dropins.discovery", "watchdogs.dropins.safety",
+    "watchdogs.slurmctl.runner", "watchdogs.state", "watchdogs.state.store",
+    "watchdogs.alerts", "watchdogs.alerts.channels", "watchdogs.alerts.schema",
+}
+VALIDATE_MODULES = STATUS_MODULES - {
+    "watchdogs.commands.status", "watchdogs.scheduler", "watchdogs.scheduler.items",
+    "watchdogs.scheduler.prune", "watchdogs.scheduler.records", "watchdogs.scheduler.statusview",
+    "watchdogs.dropins", "watchdogs.dropins.crontab", "watchdogs.dropins.discovery",
+    "watchdogs.dropins.safety", "watchdogs.slurmctl.runner", "watchdogs.state",
+    "watchdogs.state.store", "watchdogs.alerts", "watchdogs.alerts.channels",
+    "watchdogs.alerts.schema", "watchdogs.schedules",
+} | {"watchdogs.commands.validate"}
 
 PROBE = """
 import contextlib, io, json, sys
@@ -67,10 +100,13 @@ def heavy_in(modules: set[str], heavy: tuple[str, ...] = HEAVY) -> list[str]:
     return sorted(m for m in modules if any(m == h or m.startswith(h + ".") for h in heavy))
 
 
+def ours(modules: set[str]) -> set[str]:
+    return {m for m in modules if m.split(".")[0] in ("watchdogs", "notifiers", "trainguard")}
+
+
 def test_help_imports_the_command_table_and_no_command_module(tmp_path: Path) -> None:
     loaded = modules_after("--help", cwd=tmp_path)
-    ours = {m for m in loaded if m.split(".")[0] in ("watchdogs", "notifiers", "trainguard")}
-    assert ours == HELP_MODULES
+    assert ours(loaded) == HELP_MODULES
     assert heavy_in(loaded, HELP_HEAVY) == []
     outside = sorted(m for m in loaded if m.split(".")[0] not in sys.stdlib_module_names
                      and m.split(".")[0] not in ("watchdogs", "__main__")
@@ -78,10 +114,7 @@ def test_help_imports_the_command_table_and_no_command_module(tmp_path: Path) ->
     assert outside == []
 
 
-def test_status_imports_only_the_channel_types_it_is_configured_with_and_no_apscheduler(
-        tmp_path: Path) -> None:
-    """status shows disabled channels, so it builds the configured ones: a logfile channel
-    here; Slack's, Twilio's and the others' client libraries stay out."""
+def status_config(tmp_path: Path) -> Path:
     cfg = tmp_path / "watchdogs.toml"
     cfg.write_text(f"""
 [scheduler]
@@ -102,16 +135,28 @@ path = "{tmp_path}/train-*.out"
 max_age = "30m"
 heartbeats = "{tmp_path}/heartbeats"
 """)
-    loaded = modules_after("--config", str(cfg), "status", cwd=tmp_path)
+    return cfg
+
+
+def test_status_imports_only_the_channel_types_it_is_configured_with_and_no_apscheduler(
+        tmp_path: Path) -> None:
+    """status shows disabled channels, so it builds the configured ones: a logfile channel
+    here; Slack's, Twilio's and the others' client libraries stay out."""
+    loaded = modules_after("--config", str(status_config(tmp_path)), "status", cwd=tmp_path)
     assert "watchdogs.commands.status" in loaded  # it did run
     assert "notifiers.logfile" in loaded
     assert heavy_in(loaded, STATUS_HEAVY) == []
     assert "tzlocal" not in loaded  # every item runs on an interval: no wall-clock zone needed
-    assert {m for m in loaded if m.startswith("trainguard")} == {
-        "trainguard", "trainguard.heartbeat", "trainguard.hang_record",
-        "trainguard._units"}  # durations in words for the hang text (imports only `re`)
     others = {f"watchdogs.commands.{m}" for m in {c.module for c in COMMANDS.values()} - {"status"}}
     assert loaded & others == set()
+
+
+def test_status_and_validate_build_the_check_types_without_what_runs_a_check(tmp_path: Path) -> None:
+    """The check types of the config are loaded for their option tables; what runs a check
+    (the tick, squeue and sacct parsers, heartbeat readers, filesystem probes) is not."""
+    cfg = str(status_config(tmp_path))
+    assert ours(modules_after("--config", cfg, "status", cwd=tmp_path)) == STATUS_MODULES
+    assert ours(modules_after("--config", cfg, "validate", cwd=tmp_path)) == VALIDATE_MODULES
 
 
 def test_status_builds_http_channels_and_shows_a_disabled_one_without_their_client_libraries(

@@ -14,7 +14,6 @@ from watchdogs.checks.base import Check
 from watchdogs.config import options as o
 from watchdogs.config.options import Limit, Option
 from watchdogs.fsprobe.bounded import probe
-from watchdogs.fsprobe.forecast import DAY, Forecast, forecast
 from watchdogs.fsprobe.scan import DEFAULT_WORKERS
 from watchdogs.humanize import count, percent
 from watchdogs.humanize import size as format_size
@@ -22,15 +21,18 @@ from watchdogs.result import CheckResult, Metric, Status, worst
 
 if TYPE_CHECKING:
     # `validate` and `status` build this class for its option table only: the usage
-    # sources (quota tools, mount table) are imported by the methods that measure.
+    # sources (quota tools, mount table) and the forecast are imported by the methods
+    # that measure.
     from watchdogs.checks.context import TickContext
     from watchdogs.fsprobe import usage as fs
+    from watchdogs.fsprobe.forecast import Forecast
 
 SOURCES = ("auto", "statvfs", "scan", "lfs", "mmlsquota", "quota")
 HISTORY_DDL = (
     "CREATE TABLE IF NOT EXISTS disk_history (check_name TEXT NOT NULL, t REAL NOT NULL,"
     " bytes_used REAL NOT NULL, inodes_used REAL, PRIMARY KEY (check_name, t))",
 )
+DAY = 86400.0  # as fsprobe.forecast's, which this module imports only to forecast
 KEEP_HISTORY_S = 8 * DAY
 
 
@@ -114,6 +116,8 @@ class DiskCheck(Check):
 
     def _forecast(self, ctx: TickContext, history: list[tuple[float, float | None]],
                   capacity: float | None, label: str) -> tuple[Status, str] | None:
+        from watchdogs.fsprobe.forecast import forecast
+
         points = [(t, v) for t, v in history if v is not None]
         window = self.opts["forecast_window"]
         found: Forecast | None = forecast(points, capacity, ctx.now.timestamp(), window) \

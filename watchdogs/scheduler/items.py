@@ -11,12 +11,12 @@ from watchdogs.checks.base import Check
 from watchdogs.dropins.discovery import DropIn, discover
 from watchdogs.dropins.safety import Refusal
 from watchdogs.schedules import Schedule, every
-from watchdogs.sink import ItemOutcome
 
 if TYPE_CHECKING:
     from watchdogs.config.model import Config
     from watchdogs.plugins import Registry
     from watchdogs.result import CheckResult
+    from watchdogs.sink import ItemOutcome
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,8 @@ class Item:
                      if self.check.opts.get(key) is not None)
 
     def outcome(self, result: CheckResult, started: datetime, finished: datetime) -> ItemOutcome:
+        from watchdogs.sink import ItemOutcome  # here: `status` lists items and runs none
+
         return ItemOutcome(self.id, self.kind, result, started, finished, self.notify, self.runbook,
                            self.after, self.repeat_every)
 
