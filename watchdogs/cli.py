@@ -10,7 +10,7 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from watchdogs import __version__
 from watchdogs.commands import COMMANDS
@@ -26,6 +26,43 @@ Start with `watchdogs validate`, then `watchdogs start`; `watchdogs status` show
 EPILOG = "`watchdogs COMMAND -h` explains one command. Config: --config, $WATCHDOGS_CONFIG, ./watchdogs.toml."
 _VALUED = ("--config", "-c")
 """Global options that take a value (skipped when looking for the command in argv)."""
+
+
+def help_width() -> int:
+    """`shutil.get_terminal_size().columns - 2`, the width argparse wraps help to, without
+    shutil: argparse makes a formatter for every argument it adds (to check its metavar),
+    each one asks shutil, and importing shutil (with bz2, lzma and zlib) costs about 4 ms
+    of every command, though only `-h` prints help. $COLUMNS, else stdout's terminal, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0 and sys.__stdout__ is not None:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (AttributeError, ValueError, OSError):  # detached, closed or not a terminal
+            columns = 0
+    return (columns or 80) - 2
+
+
+class _Formatter(argparse.HelpFormatter):
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                 width: int | None = None) -> None:
+        super().__init__(prog, indent_increment, max_help_position,
+                         help_width() if width is None else width)
+
+
+class _RawDescriptionFormatter(_Formatter, argparse.RawDescriptionHelpFormatter):
+    """The command list's description keeps its line breaks."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """The CLI's parsers, subcommands' included (argparse makes those of the parent's
+    class), format help with _Formatter unless given another."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(**kwargs)
 
 
 def _add_global_options(parser: argparse.ArgumentParser, defaults: bool) -> None:
@@ -57,8 +94,8 @@ def command_in(argv: Sequence[str]) -> str | None:
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """Every command is listed; only `command`'s module is imported to add its own options
     (the others are placeholders with their one-line help)."""
-    parser = argparse.ArgumentParser(prog="watchdogs", description=DESCRIPTION, epilog=EPILOG,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _Parser(prog="watchdogs", description=DESCRIPTION, epilog=EPILOG,
+                     formatter_class=_RawDescriptionFormatter)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     _add_global_options(parser, defaults=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")

@@ -129,6 +129,8 @@ class LazyClasses(Mapping[str, type[PluginClass]]):
 
 @dataclass(frozen=True)
 class Registry:
+    """The classes of one entry-point group, by type name."""
+
     group: str
     classes: Mapping[str, type[PluginClass]]
     broken: Mapping[str, str] = field(default_factory=dict)

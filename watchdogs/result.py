@@ -68,6 +68,9 @@ class Notice:
 
 @dataclass(frozen=True)
 class CheckResult:
+    """One look of a check or drop-in: status, summary, details, metrics, and what
+    other modules act on (fingerprint, killed_by, notices)."""
+
     status: Status
     summary: str
     details: tuple[str, ...] = ()

@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import pytest
 
 import watchdogs.commands
-from watchdogs.cli import command_in, main
+from watchdogs.cli import command_in, help_width, main
 from watchdogs.commands import COMMANDS
 from watchdogs.plugins import BUILTIN, CHECKS_GROUP, load_group
 
@@ -36,12 +36,12 @@ HEAVY = ("apscheduler", "asyncio", "jinja2", "slack_sdk", "requests", "urllib3",
 STATUS_HEAVY = ("apscheduler", "asyncio", "jinja2", "slack_sdk", "requests", "urllib3", "torch",
                 "notifiers.slack", "notifiers.sms", "notifiers.webhook", "notifiers.email",
                 "notifiers.apprise", "apprise", "psutil", "importlib.metadata", "trainguard",
-                "socket", "watchdogs.checks.context", "watchdogs.slurmctl.squeue",
+                "socket", "shutil", "watchdogs.checks.context", "watchdogs.slurmctl.squeue",
                 "watchdogs.slurmctl.ending", "watchdogs.slurmctl.sacct", "watchdogs.fsprobe.usage")
 # --help needs none of what a command needs either: entry points, the state database, logs,
 # the config's dataclasses.
 HELP_HEAVY = (*HEAVY, "importlib.metadata", "sqlite3", "email", "logging", "tzlocal", "dataclasses",
-              "inspect")
+              "inspect", "shutil")
 HELP_MODULES = {"watchdogs", "watchdogs.cli", "watchdogs.commands"}
 # Everything of ours that `status` loads for STATUS_CONFIG (job, log_stale, a logfile
 # channel): the config and the option tables of its types, the scheduler's item list and
@@ -259,6 +259,19 @@ def test_the_command_table_matches_what_each_module_registers() -> None:
     for module in sorted(modules):
         table = {name: c.help for name, c in COMMANDS.items() if c.module == module}
         assert registered_by(module) == table, f"watchdogs.commands.{module} and COMMANDS disagree"
+
+
+@pytest.mark.parametrize("columns", [None, "50", "200", "0", "wide"])
+def test_help_is_as_wide_as_argparse_would_make_it_with_shutil(
+        columns: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI asks os, not shutil, for the terminal width: the same answer."""
+    import shutil
+
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    assert help_width() == shutil.get_terminal_size().columns - 2
 
 
 @pytest.mark.parametrize(("argv", "command"), [

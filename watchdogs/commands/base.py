@@ -12,6 +12,8 @@ from watchdogs.config import Config, find_config_path, load_config
 
 @dataclass(frozen=True)
 class CommandResult:
+    """What a command answers: text for people, data for --json, the exit code."""
+
     text: str
     data: Mapping[str, Any] = field(default_factory=dict)
     exit_code: int = 0

@@ -14,6 +14,8 @@ def frozen_map(values: Mapping[str, Any]) -> Mapping[str, Any]:
 
 @dataclass(frozen=True)
 class SchedulerSettings:
+    """[scheduler]: where state lives, how often it ticks, its own job and heartbeat."""
+
     state_dir: Path
     cron_dir: Path
     tick: float
@@ -31,6 +33,8 @@ class SchedulerSettings:
 
 @dataclass(frozen=True)
 class CronPeriods:
+    """[cron]: the periods of cron.d/cron.{hourly,daily,weekly}/, in seconds."""
+
     hourly: float
     daily: float
     weekly: float
@@ -38,6 +42,8 @@ class CronPeriods:
 
 @dataclass(frozen=True)
 class AlertSettings:
+    """[alerts]: the default route, reminders and when a channel counts as down."""
+
     notify: Mapping[str, tuple[str, ...]] | None
     repeat_every: float
     after: int
@@ -48,6 +54,8 @@ class AlertSettings:
 
 @dataclass(frozen=True)
 class CheckConfig:
+    """One [[check]]: the keys every check has, and its type's own (`options`)."""
+
     name: str
     type: str
     every: float
@@ -64,6 +72,8 @@ class CheckConfig:
 
 @dataclass(frozen=True)
 class NotifyConfig:
+    """One [[notify]] channel: name, type, and its type's own keys (`options`)."""
+
     name: str
     type: str
     enabled: bool = True
@@ -72,6 +82,8 @@ class NotifyConfig:
 
 @dataclass(frozen=True)
 class Config:
+    """The whole watchdogs.toml, validated."""
+
     path: Path
     scheduler: SchedulerSettings
     cron: CronPeriods

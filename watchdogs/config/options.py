@@ -24,6 +24,8 @@ _MISSING = object()
 
 @dataclass(frozen=True)
 class Option:
+    """One key of a table: its kind (parser), default and the rules the loader checks."""
+
     kind: Kind
     default: Any = None
     required: bool = False

@@ -29,6 +29,8 @@ _NAME = re.compile(r"[A-Za-z0-9_.-]+")
 
 @dataclass(frozen=True)
 class CrontabEntry:
+    """One line of cron.d/crontab: its schedule, name and command."""
+
     line_no: int
     name: str
     schedule: Schedule

@@ -26,6 +26,8 @@ _HEADER = re.compile(rb"#\s*watchdogs:\s*timeout\s*=\s*(\S+)")
 
 @dataclass(frozen=True)
 class DropIn:
+    """One drop-in found in cron.d, safe to run: what to run, when, for how long."""
+
     id: str
     """"cron.hourly/check_gpu" or "crontab/<name>"."""
     kind: str
@@ -40,6 +42,8 @@ class DropIn:
 
 @dataclass(frozen=True)
 class Discovery:
+    """A scan of cron.d: the drop-ins to run and the files refused (each with why)."""
+
     dropins: tuple[DropIn, ...]
     refused: tuple[Refusal, ...]
 

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Item:
+    """One scheduled item: a built-in check or a drop-in, with its schedule and route."""
+
     id: str
     kind: str
     """"check", "dropin", "slurm" or "crontab" (as in ItemOutcome.kind)."""

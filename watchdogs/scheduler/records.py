@@ -33,6 +33,8 @@ DDL = (
 
 @dataclass(frozen=True)
 class FinishedRun:
+    """One finished run of an item, as the run history records it."""
+
     item: str
     kind: str
     instance: int | None
