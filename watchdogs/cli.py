@@ -26,6 +26,7 @@ Start with `watchdogs validate`, then `watchdogs start`; `watchdogs status` show
 EPILOG = "`watchdogs COMMAND -h` explains one command. Config: --config, $WATCHDOGS_CONFIG, ./watchdogs.toml."
 _VALUED = ("--config", "-c")
 """Global options that take a value (skipped when looking for the command in argv)."""
+_FLAGS = ("--json", "--verbose", "-v")
 
 
 def help_width() -> int:
@@ -91,9 +92,29 @@ def command_in(argv: Sequence[str]) -> str | None:
     return None
 
 
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+def spelled_out_before(words: Sequence[str], command: str) -> bool:
+    """Whether every word before `command` is a global option written in full (or the
+    value of --config): argparse then runs `command` and cannot print the list of commands
+    (no -h, no abbreviated option that takes the command as its value, no -vc cluster)."""
+    value_next = False
+    for word in words:
+        if value_next:
+            value_next = False
+        elif word == command:
+            return True
+        elif word in _VALUED:
+            value_next = True
+        elif word not in _FLAGS and not word.startswith("--config=") and not (
+                word.startswith("-c") and len(word) > 2):
+            return False
+    return False
+
+
+def build_parser(command: str | None = None, others: bool = True) -> argparse.ArgumentParser:
     """Every command is listed; only `command`'s module is imported to add its own options
-    (the others are placeholders with their one-line help)."""
+    (the others are placeholders with their one-line help). `others=False` leaves the
+    placeholders out: parse() does when argparse can only run `command`, since each
+    placeholder is a whole parser (about 3 ms for the nine of them)."""
     parser = _Parser(prog="watchdogs", description=DESCRIPTION, epilog=EPILOG,
                      formatter_class=_RawDescriptionFormatter)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -101,7 +122,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     module = COMMANDS[command].module if command in COMMANDS else None
     for name, entry in COMMANDS.items():
-        if entry.module != module:
+        if entry.module != module and others:
             sub.add_parser(name, help=entry.help)
     if module is not None:
         importlib.import_module(f"watchdogs.commands.{module}").register(sub)
@@ -112,7 +133,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 def parse(argv: Sequence[str] | None = None) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
     words = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(command_in(words))
+    command = command_in(words)
+    others = command not in COMMANDS or not spelled_out_before(words, command)
+    parser = build_parser(command, others)
     args = parser.parse_args(words)
     if args.command is not None and getattr(args, "handler", None) is None:
         # argv fooled command_in (an option it did not know takes a value): parse again

@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import pytest
 
 import watchdogs.commands
-from watchdogs.cli import command_in, help_width, main
+from watchdogs.cli import command_in, help_width, main, spelled_out_before
 from watchdogs.commands import COMMANDS
 from watchdogs.plugins import BUILTIN, CHECKS_GROUP, load_group
 
@@ -291,4 +291,37 @@ def test_an_option_value_that_looks_like_a_command_still_runs_the_right_one(
     cfg = tmp_path / "status"
     cfg.write_text('[scheduler]\nstate_dir = "st"\n')
     assert main([f"-c{cfg}", "validate"]) == 0
+    assert "valid: 0 checks" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("argv", "alone"), [
+    (["status"], True),
+    (["--json", "-v", "--config", "status", "--verbose", "status"], True),
+    (["-cstatus", "--config=x.toml", "status", "-h"], True),
+    (["-h", "status"], False),  # the list of every command
+    (["--conf", "status", "validate"], False),  # argparse runs validate
+    (["-vc", "status", "validate"], False),  # -v, then -c takes "status"
+    (["--", "status"], False),
+])
+def test_the_command_is_parsed_alone_only_when_argparse_can_run_no_other(argv: list[str],
+                                                                        alone: bool) -> None:
+    command = command_in(argv)
+    assert command is not None
+    assert spelled_out_before(argv, command) is alone
+
+
+def test_help_before_the_command_still_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["-h", "status"])
+    assert exited.value.code == 0
+    shown = capsys.readouterr().out
+    assert all(name in shown for name in COMMANDS)
+
+
+def test_an_abbreviated_option_taking_a_command_name_runs_the_command_argparse_picks(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--conf status validate`: argparse reads --config=status; command_in guesses status."""
+    (tmp_path / "status").write_text('[scheduler]\nstate_dir = "st"\n')
+    monkeypatch.chdir(tmp_path)
+    assert main(["--conf", "status", "validate"]) == 0
     assert "valid: 0 checks" in capsys.readouterr().out
