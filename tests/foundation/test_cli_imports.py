@@ -78,11 +78,10 @@ VALIDATE_MODULES = STATUS_MODULES - {
 
 PROBE = """
 import contextlib, io, json, sys
-sys.argv = ["watchdogs", *json.loads(sys.argv[1])]
 from watchdogs.cli import main
 try:
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        main()
+        main(json.loads(sys.argv[1]))
 except SystemExit:
     pass
 print(json.dumps(sorted(sys.modules)))
@@ -325,3 +324,31 @@ def test_an_abbreviated_option_taking_a_command_name_runs_the_command_argparse_p
     monkeypatch.chdir(tmp_path)
     assert main(["--conf", "status", "validate"]) == 0
     assert "valid: 0 checks" in capsys.readouterr().out
+
+
+FINALISED = """
+import atexit, sys
+atexit.register(lambda: print("finalised", flush=True))
+from watchdogs.cli import main
+sys.argv = ["watchdogs", *sys.argv[1:]]
+code = main() if sys.argv[1] != "in-process" else main(sys.argv[2:])
+print("returned", code)
+"""
+
+
+@pytest.mark.parametrize(("argv", "finalised"), [
+    (["status"], False),  # the program: ends itself once its output is out
+    (["validate"], False),
+    (["in-process", "status"], True),  # main(argv) from Python: returns
+    (["silences"], True),  # a command not known to leave nothing behind: the normal exit
+])
+def test_status_and_validate_leave_without_the_interpreters_teardown_when_run_as_the_program(
+        tmp_path: Path, argv: list[str], finalised: bool) -> None:
+    cfg = status_config(tmp_path)
+    proc = subprocess.run([sys.executable, "-c", FINALISED, *argv[:-1], "-c", str(cfg), argv[-1]],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert ("finalised" in proc.stdout) is finalised
+    assert ("returned" in proc.stdout) is finalised
+    if argv[-1] == "status":
+        assert "train-hung" in proc.stdout and proc.returncode == 0  # the whole table, flushed
+        assert not (tmp_path / "state" / "state.sqlite3-wal").exists()  # closed, checkpointed

@@ -28,9 +28,12 @@ def status(args: argparse.Namespace) -> CommandResult:
     set_aside: dict[str, list[ConfigProblem]] = {}
     config = load_config(find_config_path(getattr(args, "config", None)), broken_channels=set_aside)
     store = StateStore(config.scheduler.state_dir)
-    now = time.time()
-    data = gather(config, store, load_group(CHECKS_GROUP), now, run_slurm)
-    data["alerts"] = _alerts(store)
+    try:
+        now = time.time()
+        data = gather(config, store, load_group(CHECKS_GROUP), now, run_slurm)
+        data["alerts"] = _alerts(store)
+    finally:
+        store.close()  # now, not at exit: the CLI may leave without the interpreter's teardown
     data["disabled_channels"] = _disabled(config, set_aside)
     stale = data["scheduler"]["stale"]
     return CommandResult(render(data, config.scheduler.heartbeat_stale), data, exit_code=2 if stale else 0)
