@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from watchdogs.scheduler.chain import BACKOFF_BASE_S, BACKOFF_CAP_S, crash_backoff, lenient_settings
-from watchdogs.scheduler.records import Life
+from watchdogs.scheduler.runs import Life
 
 
 def life(lived: float, reason: str | None = "terminated (SIGTERM)", heartbeat_only: bool = False) -> Life:

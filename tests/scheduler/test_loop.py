@@ -14,7 +14,8 @@ from tests.scheduler.conftest import Probe, RecordingSink, Site, probe_registry,
 from watchdogs.config import load_config
 from watchdogs.result import CheckResult, Status
 from watchdogs.scheduler.loop import Scheduler
-from watchdogs.scheduler.records import FinishedRun, Records
+from watchdogs.scheduler.records import Records
+from watchdogs.scheduler.runs import FinishedRun
 from watchdogs.scheduler.stopflag import StopFlag
 from watchdogs.state.store import StateStore
 

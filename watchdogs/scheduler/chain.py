@@ -21,7 +21,7 @@ from typing import Any
 from watchdogs import units
 from watchdogs.config.sections import SCHEDULER
 from watchdogs.errors import SlurmError, WatchdogsError
-from watchdogs.scheduler.records import Life
+from watchdogs.scheduler.runs import Life
 from watchdogs.slurmctl.runner import SlurmRunner, run_slurm
 from watchdogs.state import lastgood
 

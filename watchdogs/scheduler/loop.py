@@ -31,8 +31,9 @@ from watchdogs import units
 from watchdogs.scheduler import records as records_schema
 from watchdogs.scheduler.items import Item, check_items, dropin_items
 from watchdogs.scheduler.prune import SCHEDULER_LOGS, prune_files
-from watchdogs.scheduler.records import FinishedRun, GuardedRecords, Records
+from watchdogs.scheduler.records import GuardedRecords, Records
 from watchdogs.scheduler.runner import RUNS_DIR, Due, Finished, LoopEvent, Runner
+from watchdogs.scheduler.runs import FinishedRun
 from watchdogs.scheduler.stopflag import StopFlag
 from watchdogs.schedules import first_run, make_trigger
 

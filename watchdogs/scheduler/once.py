@@ -16,8 +16,9 @@ from watchdogs.dropins.safety import Refusal
 from watchdogs.result import Status, worst
 from watchdogs.scheduler.items import Item, all_items
 from watchdogs.scheduler.prune import SCHEDULER_LOGS, prune_files
-from watchdogs.scheduler.records import FinishedRun, GuardedRecords
+from watchdogs.scheduler.records import GuardedRecords
 from watchdogs.scheduler.runner import RUNS_DIR, Finished, LoopEvent, Runner, Skip
+from watchdogs.scheduler.runs import FinishedRun
 from watchdogs.schedules import first_run
 from watchdogs.state.store import StateUnavailable
 

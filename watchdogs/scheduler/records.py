@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from watchdogs.result import CheckResult
 from watchdogs.state.store import StateStore, state_problem
+
+if TYPE_CHECKING:
+    # What the scheduler writes and reads back (watchdogs.scheduler.runs): `status` reads
+    # these tables without defining either dataclass.
+    from watchdogs.scheduler.runs import FinishedRun, Life
 
 SCHEMA = "scheduler"
 VERSION = 1
@@ -29,39 +32,6 @@ DDL = (
     "CREATE TABLE IF NOT EXISTS sched_instances (id INTEGER PRIMARY KEY, job_id TEXT, host TEXT,"
     " pid INTEGER, mode TEXT, started REAL NOT NULL, heartbeat REAL, ended REAL, reason TEXT)",
 )
-
-
-@dataclass(frozen=True)
-class FinishedRun:
-    """One finished run of an item, as the run history records it."""
-
-    item: str
-    kind: str
-    instance: int | None
-    started: float
-    finished: float
-    result: CheckResult | None
-    """None: cut off by the scheduler stopping; counts as not run."""
-    log: str | None = None
-    job_id: str | None = None
-    due: float | None = None
-    """When it was due (its scheduled time); started - due is the scheduler's latency."""
-
-
-@dataclass(frozen=True)
-class Life:
-    """One scheduler instance, as the crash-loop backoff sees it."""
-
-    id: int
-    job_id: str | None
-    started: float
-    heartbeat: float | None
-    ended: float | None
-    reason: str | None
-
-    @property
-    def last_seen(self) -> float:
-        return self.ended or self.heartbeat or self.started
 
 
 class Records:
@@ -99,6 +69,8 @@ class Records:
 
     def lives_before(self, instance: int, limit: int = 30) -> list[Life]:
         """Earlier chain instances, newest first."""
+        from watchdogs.scheduler.runs import Life
+
         rows = self.store.connection().execute(
             "SELECT id, job_id, started, heartbeat, ended, reason FROM sched_instances"
             " WHERE id < ? AND mode = 'chain' ORDER BY id DESC LIMIT ?", (instance, limit)).fetchall()

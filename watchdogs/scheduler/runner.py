@@ -28,7 +28,8 @@ from watchdogs.result import CheckResult, Status
 from watchdogs.scheduler.itemlock import ItemLocks
 from watchdogs.scheduler.items import Item
 from watchdogs.scheduler.prune import RUNS_DIR
-from watchdogs.scheduler.records import FinishedRun, Records
+from watchdogs.scheduler.records import Records
+from watchdogs.scheduler.runs import FinishedRun
 
 if TYPE_CHECKING:
     from watchdogs.config.model import Config
