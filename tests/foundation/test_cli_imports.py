@@ -37,14 +37,15 @@ STATUS_HEAVY = ("apscheduler", "asyncio", "jinja2", "slack_sdk", "requests", "ur
                 "notifiers.slack", "notifiers.sms", "notifiers.webhook", "notifiers.email",
                 "notifiers.apprise", "apprise", "psutil", "importlib.metadata", "trainguard",
                 "socket", "shutil", "watchdogs.checks.context", "watchdogs.slurmctl.squeue",
-                "watchdogs.slurmctl.ending", "watchdogs.slurmctl.sacct", "watchdogs.fsprobe.usage")
+                "watchdogs.slurmctl.ending", "watchdogs.slurmctl.sacct", "watchdogs.slurmctl.sinfo",
+                "watchdogs.fsprobe.usage", "watchdogs.fsprobe.scan", "watchdogs.fsprobe.forecast")
 # --help needs none of what a command needs either: entry points, the state database, logs,
 # the config's dataclasses.
 HELP_HEAVY = (*HEAVY, "importlib.metadata", "sqlite3", "email", "logging", "tzlocal", "dataclasses",
               "inspect", "shutil")
 HELP_MODULES = {"watchdogs", "watchdogs.cli", "watchdogs.commands"}
-# Everything of ours that `status` loads for STATUS_CONFIG (job, log_stale, a logfile
-# channel): the config and the option tables of its types, the scheduler's item list and
+# Everything of ours that `status` loads for status_config() (the four built-in check types,
+# a logfile channel): the config and the option tables of its types, the scheduler's item list and
 # records, one Slurm runner, the state store, the alert summary. A module added to this path
 # is a decision: add it here, and see benchmarks/cli_startup.py.
 STATUS_MODULES = {
@@ -57,9 +58,10 @@ STATUS_MODULES = {
     "watchdogs.config.source",
     # the check types' option tables (job's names its endings and notice kinds)
     "watchdogs.checks", "watchdogs.checks.base", "watchdogs.checks.job",
-    "watchdogs.checks.jobnotices", "watchdogs.checks.log_stale", "watchdogs.fsprobe",
-    "watchdogs.fsprobe.bounded", "watchdogs.slurmctl", "watchdogs.slurmctl.resubmit",
-    "watchdogs.slurmctl.transitions",
+    "watchdogs.checks.jobnotices", "watchdogs.checks.log_stale", "watchdogs.checks.disk",
+    "watchdogs.checks.nodes", "watchdogs.fsprobe", "watchdogs.fsprobe.bounded",
+    "watchdogs.slurmctl", "watchdogs.slurmctl.resubmit", "watchdogs.slurmctl.transitions",
+    "watchdogs.slurmctl.hostlist", "watchdogs.slurmctl.slurmtime",
     "notifiers", "notifiers.base", "notifiers.logfile", "notifiers.secrets",
     "watchdogs.scheduler", "watchdogs.scheduler.items", "watchdogs.scheduler.prune",
     "watchdogs.scheduler.records", "watchdogs.scheduler.statusview", "watchdogs.dropins",
@@ -133,6 +135,13 @@ job = "train"
 path = "{tmp_path}/train-*.out"
 max_age = "30m"
 heartbeats = "{tmp_path}/heartbeats"
+[[check]]
+name = "scratch"
+type = "disk"
+path = "{tmp_path}"
+[[check]]
+name = "nodes"
+type = "nodes"
 """)
     return cfg
 
@@ -152,7 +161,8 @@ def test_status_imports_only_the_channel_types_it_is_configured_with_and_no_apsc
 
 def test_status_and_validate_build_the_check_types_without_what_runs_a_check(tmp_path: Path) -> None:
     """The check types of the config are loaded for their option tables; what runs a check
-    (the tick, squeue and sacct parsers, heartbeat readers, filesystem probes) is not."""
+    (the tick, squeue, sinfo and sacct parsers, heartbeat readers, filesystem probes, the
+    scan) is not."""
     cfg = str(status_config(tmp_path))
     assert ours(modules_after("--config", cfg, "status", cwd=tmp_path)) == STATUS_MODULES
     assert ours(modules_after("--config", cfg, "validate", cwd=tmp_path)) == VALIDATE_MODULES

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, ClassVar
 from watchdogs.checks.base import Check
 from watchdogs.config import options as o
 from watchdogs.config.options import Limit, Option
+from watchdogs.fsprobe import DEFAULT_WORKERS
 from watchdogs.fsprobe.bounded import probe
-from watchdogs.fsprobe.scan import DEFAULT_WORKERS
 from watchdogs.humanize import count, percent
 from watchdogs.humanize import size as format_size
 from watchdogs.result import CheckResult, Metric, Status, worst

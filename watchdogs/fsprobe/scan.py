@@ -34,9 +34,9 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from watchdogs.fsprobe import DEFAULT_WORKERS
+
 FIND = "find"
-DEFAULT_WORKERS = 2
-"""Fastest on this project's reference machine (2 cores, local disk): see docs/benchmarks.md."""
 CHUNKS_PER_WORKER = 4  # more chunks than walkers, so one big folder does not hold the rest back
 MAX_START_BYTES = 64 * 1024  # starting points per find, far below the kernel's ARG_MAX
 EXPAND_DEPTH = 2  # how deep to look for folders to share out when the top has too few
