@@ -15,7 +15,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from watchdogs.errors import SecretError
-from watchdogs.redact import MASK, PATTERNS
+from watchdogs.redact import MASK, scrub_text
 
 _MIN_FRAGMENT = 8
 """URL path segments at least this long are scrubbed on their own (requests echoes paths)."""
@@ -100,9 +100,7 @@ def scrub(text: str, secrets: Iterable[Secret] = ()) -> str:
     for secret in secrets:
         for fragment in fragments(secret.reveal()):
             text = text.replace(fragment, MASK)
-    for pattern, replacement in PATTERNS:
-        text = pattern.sub(replacement, text)
-    return text
+    return scrub_text(text)
 
 
 class ScrubFilter(logging.Filter):

@@ -13,26 +13,29 @@ from typing import Any
 
 MASK = "***"
 
-PATTERNS = (
-    (re.compile(r"(hooks\.slack\.com/(?:services|workflows|triggers)/)[^\s'\"<>)]+"), r"\1" + MASK),
-    (re.compile(r"\bxox[a-z]-[A-Za-z0-9-]+"), "xox?-" + MASK),
-    (re.compile(r"\b([a-z][a-z0-9+.-]*://)[^/\s:@]+:[^/\s@]+@", re.IGNORECASE), r"\1" + MASK + "@"),
-    (re.compile(r"\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]+"), r"\1 " + MASK),
+# Pattern texts, compiled by `re` on first use (and kept in its cache), not at import: most
+# runs print no secret, and compiling these at every start costs ~2 ms.
+_TOKENS = (
+    (r"(hooks\.slack\.com/(?:services|workflows|triggers)/)[^\s'\"<>)]+", r"\1" + MASK, 0),
+    (r"\bxox[a-z]-[A-Za-z0-9-]+", "xox?-" + MASK, 0),
+    (r"\b([a-z][a-z0-9+.-]*://)[^/\s:@]+:[^/\s@]+@", r"\1" + MASK + "@", re.IGNORECASE),
+    (r"\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]+", r"\1 " + MASK, 0),
 )
-_SECRET_WORDS = re.compile(r"passw|passphrase|secret|token|webhook|auth|api_?key|credential|"
-                           r"private_?key|cookie|signing", re.IGNORECASE)
-_NAMES_A_PLACE = re.compile(r"_(env|file|path|header|scheme|user|username)$", re.IGNORECASE)
+_SECRET_WORDS = (r"passw|passphrase|secret|token|webhook|auth|api_?key|credential|"
+                 r"private_?key|cookie|signing")
+_NAMES_A_PLACE = r"_(env|file|path|header|scheme|user|username)$"
 
 
 def is_secret_key(key: object) -> bool:
     """`password`, `smtp_token`, `webhook_url`, `Authorization`: yes. `token_env`: no."""
-    return isinstance(key, str) and bool(_SECRET_WORDS.search(key)) and not _NAMES_A_PLACE.search(key)
+    return (isinstance(key, str) and re.search(_SECRET_WORDS, key, re.IGNORECASE) is not None
+            and re.search(_NAMES_A_PLACE, key, re.IGNORECASE) is None)
 
 
 def scrub_text(text: str) -> str:
     """`text` with token-shaped parts masked."""
-    for pattern, replacement in PATTERNS:
-        text = pattern.sub(replacement, text)
+    for pattern, replacement, flags in _TOKENS:
+        text = re.sub(pattern, replacement, text, flags=flags)
     return text
 
 
