@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +19,8 @@ class CommandResult:
 
     def render(self, as_json: bool) -> str:
         if as_json:
+            import json  # here: the text answer, what most runs print, needs none of it
+
             return json.dumps(self.data, indent=2, sort_keys=True, default=str)
         return self.text
 

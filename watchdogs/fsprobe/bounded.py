@@ -8,7 +8,6 @@ responding" instead of hanging the scheduler.
 from __future__ import annotations
 
 import contextlib
-import json
 import subprocess
 import sys
 import threading
@@ -31,6 +30,8 @@ class FsNotResponding(FsError):
 
 def probe(op: str, args: Mapping[str, Any], timeout: float, what: str) -> Any:
     """Run `op` of watchdogs.fsprobe.worker on `args` in a child; its JSON answer."""
+    import json  # here: the check classes import this module, `status` runs no probe
+
     argv = [sys.executable, "-m", WORKER, op, json.dumps(dict(args))]
     out = run_bounded(argv, timeout, what)
     try:

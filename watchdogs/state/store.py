@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import os
 import sqlite3
 import threading
@@ -176,9 +175,15 @@ class StateStore:
     def kv_get(self, namespace: str, key: str, default: Any = None) -> Any:
         row = self.connection().execute(
             "SELECT value FROM kv WHERE namespace = ? AND key = ?", (namespace, key)).fetchone()
-        return default if row is None else json.loads(row["value"])
+        if row is None:
+            return default
+        import json  # here, not above: `status` reads no kv value and so loads no json
+
+        return json.loads(row["value"])
 
     def kv_put(self, namespace: str, key: str, value: Any) -> None:
+        import json
+
         text = json.dumps(value)
         row = self.connection().execute(
             "SELECT value FROM kv WHERE namespace = ? AND key = ?", (namespace, key)).fetchone()
