@@ -7,6 +7,13 @@ PY := $(VENV)/bin/python
 # from fetching a multi-GB CUDA build for the `torch` extra and for the framework extras
 # (lightning, hf, accelerate), which all depend on torch.
 TORCH_PIN ?= torch==2.13.0
+# The checkout goes on sys.path as a plain path (setuptools' "compat" editable mode), not
+# through setuptools' import hook for flat layouts: that hook is imported by every Python
+# start in the venv and consults every import, ~20-30 ms of each `watchdogs status` and of
+# every probe child (benchmarks/cli_startup.py). Plain `-e` is the fallback should a future
+# setuptools drop the mode.
+EDITABLE = --config-settings editable_mode=compat
+DEV_EXTRAS = .[test,torch,lightning,hf,accelerate,hang]
 export WATCHDOGS_CLUSTER_DIR ?= /tmp/watchdogs-dev-cluster
 PYTEST_ARGS ?=
 
@@ -18,14 +25,14 @@ install: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e .
+	$(PY) -m pip install -q -e . $(EDITABLE) || $(PY) -m pip install -q -e .
 	touch $@
 
 # + the local mailbox (aiosmtpd) that `make demo` delivers to.
 install-demo: $(VENV)/.installed-demo
 
 $(VENV)/.installed-demo: $(VENV)/.installed
-	$(PY) -m pip install -q -e '.[demo]'
+	$(PY) -m pip install -q -e '.[demo]' $(EDITABLE) || $(PY) -m pip install -q -e '.[demo]'
 	touch $@
 
 # Everything the test suite, the linters and the benchmarks need: the test tools and the
@@ -34,7 +41,8 @@ install-dev: $(VENV)/.installed-dev
 
 $(VENV)/.installed-dev: $(VENV)/.installed
 	$(PY) -m pip install -q $(TORCH_PIN)
-	$(PY) -m pip install -q $(TORCH_PIN) -e '.[test,torch,lightning,hf,accelerate,hang]'
+	$(PY) -m pip install -q $(TORCH_PIN) -e '$(DEV_EXTRAS)' $(EDITABLE) || \
+	  $(PY) -m pip install -q $(TORCH_PIN) -e '$(DEV_EXTRAS)'
 	touch $@
 
 cluster-up:
@@ -66,7 +74,7 @@ demo: install-demo
 # libfuse3 (installed here from Debian when missing and we are root).
 BENCHMARKS ?= $(filter-out benchmarks/_%,$(wildcard benchmarks/*.py))
 bench: install-dev
-	$(PY) -m pip install -q $(TORCH_PIN) -e '.[bench]'
+	$(PY) -m pip install -q $(TORCH_PIN) -e '.[bench]' $(EDITABLE) || $(PY) -m pip install -q $(TORCH_PIN) -e '.[bench]'
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && ! ldconfig -p | grep -q 'libfuse3\.so\.3 '; then \
 	  apt-get install -y -q libfuse3-3 || echo "libfuse3-3 not installed: the delayed-filesystem benchmark is skipped"; fi
 	slurm/dev-cluster up
