@@ -1,20 +1,24 @@
-"""The child side of watchdogs.fsprobe.bounded: `python -m watchdogs.fsprobe.worker OP JSON`.
+"""The child side of watchdogs.fsprobe.bounded (`bounded.BOOT` calls `main(OP, JSON)`).
 
 Prints {"result": ...} or {"error": "..."} and exits at once with os._exit, so a scan
 thread stuck on a dead mount cannot keep this process alive after it has answered.
+Each operation imports what it needs when it runs: this process starts for every probe,
+and a statvfs needs none of the scan's or trainguard's modules.
 """
 from __future__ import annotations
 
-import glob
 import json
 import os
 import sys
-from collections.abc import Callable
-from dataclasses import asdict
-from pathlib import Path
-from typing import Any
 
-from watchdogs.fsprobe.scan import DEFAULT_WORKERS, scan_tree
+from watchdogs.fsprobe import DEFAULT_WORKERS
+
+# Not `from typing import TYPE_CHECKING`: importing typing is ~3 ms of a process started for
+# every probe; mypy reads a module-level TYPE_CHECKING = False as true all the same.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 MAGIC_GLOB = ("*", "?", "[")
 
@@ -29,6 +33,8 @@ def op_statvfs(path: str) -> dict[str, int]:
 
 def op_newest(pattern: str, tail_bytes: int = 0) -> dict[str, Any] | None:
     """The newest file matching `pattern` (a path or a glob), its mtime, size, and tail."""
+    import glob
+
     paths = glob.glob(pattern) if any(c in pattern for c in MAGIC_GLOB) else [pattern]
     stats = []
     for path in paths:
@@ -54,11 +60,17 @@ def _tail(path: str, size: int, tail_bytes: int) -> str:
 def op_heartbeats(directory: str) -> list[dict[str, Any]]:
     # Imported here: the trainguard package pulls in psutil and more (~0.1-0.4 s), which
     # every other probe (statvfs, scan) would otherwise pay at each start.
+    from dataclasses import asdict
+    from pathlib import Path
+
     from trainguard.heartbeat import read_heartbeats
     return [asdict(h) for h in read_heartbeats(Path(directory))]
 
 
 def op_scan(root: str, time_limit: float, workers: int = DEFAULT_WORKERS) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    from watchdogs.fsprobe.scan import scan_tree
     return asdict(scan_tree(root, time_limit, workers))
 
 
