@@ -127,6 +127,8 @@ def team() -> tuple[str, str, str]:
     subprocess.run(["groupdel", group], check=False, capture_output=True)
 
 
+# root: creates users and submits jobs as them (sbatch --uid)
+@pytest.mark.root
 def test_group_matches_jobs_of_every_member(tmp_path: Path, store: StateStore, jobs: Jobs,
                                             team: tuple[str, str, str]) -> None:
     group, listed, primary = team

@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 import textwrap
 import time
 from collections.abc import Iterator
@@ -22,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.checks.conftest import tick, write_config
-from tests.helpers import accounted, job_state, sh, wait_for
+from tests.helpers import accounted, job_state, privileged, sh, wait_for
 from tests.notifiers.fakes import SmtpServer
 from watchdogs.alerts import build_sink
 from watchdogs.result import Status
@@ -30,7 +28,6 @@ from watchdogs.sink import ItemOutcome
 from watchdogs.state.store import StateStore
 
 pytestmark = pytest.mark.slurm
-DEV_CLUSTER = Path(__file__).resolve().parents[2] / "slurm" / "dev-cluster"
 HOG = ("import time\nblocks = []\nfor _ in range(100):\n"
        "    blocks.append(bytearray(20 * 2**20)); time.sleep(0.05)\nprint('survived')\n")
 SECRET = "hf_" + "s3cr3t" * 5
@@ -47,8 +44,9 @@ def submit(name: str, *args: str, wrap: str) -> str:
     return sh("sbatch", "--parsable", f"--job-name={name}", *args, "--wrap", wrap).strip().split(";")[0]
 
 
-def dev_cluster(*args: str) -> None:
-    subprocess.run([sys.executable, str(DEV_CLUSTER), *args], check=True, capture_output=True)
+def dev_cluster(command: str, node: str) -> None:
+    """Stop or start a node's slurmd: root's daemon, so through tests/privileged.py."""
+    privileged(command, str(Path(os.environ["SLURM_CONF"]).parent), node)
 
 
 @pytest.fixture(scope="module")

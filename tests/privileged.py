@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""The few things the suite needs root for, run for the unprivileged test user through sudo.
+
+    tests/privileged.py mount-tmpfs PATH SIZE [--inodes N] [--read-only]
+    tests/privileged.py umount PATH
+    tests/privileged.py node-stop CLUSTER_DIR NODE
+    tests/privileged.py node-start CLUSTER_DIR NODE
+    tests/privileged.py give-away PATH        # chown to nobody: "another user's file"
+
+Tests run as an ordinary user, as users do; mounting a filesystem and stopping a root daemon
+are what an administrator (or a failing disk) does to them. tests/suite.py allows exactly this
+script to the test user in /etc/sudoers.d (see `tests.helpers.privileged`). Every path must
+lie in the calling user's own pytest folder, so the rule cannot be used to mount over or give
+away anything else. Only the standard library.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import pwd
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+DEV_CLUSTER = Path(__file__).resolve().parent.parent / "slurm" / "dev-cluster"
+SIZE = re.compile(r"^[0-9]+[kmg]?$")
+
+
+def caller() -> pwd.struct_passwd:
+    """The user sudo ran us for (root itself when run directly)."""
+    uid = int(os.environ.get("SUDO_UID", os.getuid()))
+    return pwd.getpwuid(uid)
+
+
+def own_path(raw: str) -> Path:
+    """A path inside the caller's pytest temp folder (or any when root runs us directly)."""
+    path = Path(os.path.realpath(raw))
+    user = caller()
+    if user.pw_uid == 0:
+        return path
+    allowed = Path("/tmp") / f"pytest-of-{user.pw_name}"
+    if allowed not in path.parents:
+        sys.exit(f"privileged: {path} is not under {allowed}")
+    return path
+
+
+def mount_tmpfs(path: Path, size: str, inodes: int | None, read_only: bool) -> None:
+    if not SIZE.match(size):
+        sys.exit(f"privileged: size {size!r} is not like 4m")
+    user = caller()
+    opts = [f"size={size}", f"uid={user.pw_uid}", f"gid={user.pw_gid}", "mode=0700"]
+    if inodes is not None:
+        opts.append(f"nr_inodes={inodes}")
+    if read_only:
+        opts.append("ro")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", ",".join(opts), "wdtest", str(path)], check=True)
+
+
+def dev_cluster(cluster_dir: str, *args: str) -> None:
+    # dev-cluster stops the PIDs recorded in the folder: only a folder root made will do.
+    for path in (Path(cluster_dir), Path(cluster_dir) / "pids.json"):
+        if path.lstat().st_uid != 0 or path.is_symlink():
+            sys.exit(f"privileged: {path} is not root's: not a dev cluster")
+    env = dict(os.environ, WATCHDOGS_CLUSTER_DIR=cluster_dir)
+    subprocess.run([sys.executable, str(DEV_CLUSTER), *args], check=True, env=env,
+                   stdout=subprocess.DEVNULL)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="privileged")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("mount-tmpfs")
+    m.add_argument("path")
+    m.add_argument("size")
+    m.add_argument("--inodes", type=int)
+    m.add_argument("--read-only", action="store_true")
+    sub.add_parser("umount").add_argument("path")
+    for name in ("node-stop", "node-start"):
+        n = sub.add_parser(name)
+        n.add_argument("cluster_dir")
+        n.add_argument("node", choices=("node1", "node2", "node3"))
+    sub.add_parser("give-away").add_argument("path")
+    opts = parser.parse_args(argv)
+    if opts.cmd == "mount-tmpfs":
+        mount_tmpfs(own_path(opts.path), opts.size, opts.inodes, opts.read_only)
+    elif opts.cmd == "umount":
+        subprocess.run(["umount", "-l", str(own_path(opts.path))], check=False)
+    elif opts.cmd in ("node-stop", "node-start"):
+        dev_cluster(opts.cluster_dir, opts.cmd, opts.node)
+    else:
+        os.lchown(own_path(opts.path), 65534, 65534)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
