@@ -6,6 +6,7 @@
     tests/privileged.py node-stop CLUSTER_DIR NODE
     tests/privileged.py node-start CLUSTER_DIR NODE
     tests/privileged.py give-away PATH        # chown to nobody: "another user's file"
+    tests/privileged.py hung-mount PATH       # a FUSE mount nobody answers, until stdin closes
 
 Tests run as an ordinary user, as users do; mounting a filesystem and stopping a root daemon
 are what an administrator (or a failing disk) does to them. tests/suite.py allows exactly this
@@ -16,6 +17,7 @@ away anything else. Only the standard library.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
 import pwd
 import re
@@ -24,6 +26,7 @@ import sys
 from pathlib import Path
 
 DEV_CLUSTER = Path(__file__).resolve().parent.parent / "slurm" / "dev-cluster"
+MNT_DETACH = 2
 SIZE = re.compile(r"^[0-9]+[kmg]?$")
 
 
@@ -57,6 +60,25 @@ def mount_tmpfs(path: Path, size: str, inodes: int | None, read_only: bool) -> N
     subprocess.run(["mount", "-t", "tmpfs", "-o", ",".join(opts), "wdtest", str(path)], check=True)
 
 
+def hung_mount(path: Path) -> None:
+    """Mount a FUSE filesystem at `path` whose server never answers, usable by the caller
+    (user_id= is the caller, so no allow_other is needed), print "ready", and hold it until
+    stdin closes; then detach it and close the device, which fails every blocked access."""
+    user = caller()
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open("/dev/fuse", os.O_RDWR)
+    options = f"fd={fd},rootmode=40000,user_id={user.pw_uid},group_id={user.pw_gid}".encode()
+    if libc.mount(b"wdtest-hung", str(path).encode(), b"fuse.wdtest", 0, options) != 0:
+        errno = ctypes.get_errno()
+        sys.exit(f"privileged: mount fuse on {path}: {os.strerror(errno)}")
+    try:
+        print("ready", flush=True)
+        sys.stdin.read()
+    finally:
+        libc.umount2(str(path).encode(), MNT_DETACH)
+        os.close(fd)
+
+
 def dev_cluster(cluster_dir: str, *args: str) -> None:
     # dev-cluster stops the PIDs recorded in the folder: only a folder root made will do.
     for path in (Path(cluster_dir), Path(cluster_dir) / "pids.json"):
@@ -81,6 +103,7 @@ def main(argv: list[str]) -> int:
         n.add_argument("cluster_dir")
         n.add_argument("node", choices=("node1", "node2", "node3"))
     sub.add_parser("give-away").add_argument("path")
+    sub.add_parser("hung-mount").add_argument("path")
     opts = parser.parse_args(argv)
     if opts.cmd == "mount-tmpfs":
         mount_tmpfs(own_path(opts.path), opts.size, opts.inodes, opts.read_only)
@@ -88,6 +111,8 @@ def main(argv: list[str]) -> int:
         subprocess.run(["umount", "-l", str(own_path(opts.path))], check=False)
     elif opts.cmd in ("node-stop", "node-start"):
         dev_cluster(opts.cluster_dir, opts.cmd, opts.node)
+    elif opts.cmd == "hung-mount":
+        hung_mount(own_path(opts.path))
     else:
         os.lchown(own_path(opts.path), 65534, 65534)
     return 0

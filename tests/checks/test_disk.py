@@ -159,8 +159,6 @@ def test_directory_quota_is_measured_by_scanning(tmp_path: Path, store: StateSto
     assert "[scan]" in result.summary and "(88 %)" in result.summary
 
 
-# root: a hung FUSE mount is made with mount(2) on /dev/fuse
-@pytest.mark.root
 @pytest.mark.timeout(60)
 def test_hung_mount_is_unknown_filesystem_not_responding(tmp_path: Path, store: StateStore) -> None:
     reason = fuse_available()

@@ -124,8 +124,6 @@ def test_running_job_log_is_judged_from_the_job_start(tmp_path: Path, store: Sta
     assert later.status is Status.CRITICAL
 
 
-# root: a hung FUSE mount is made with mount(2) on /dev/fuse
-@pytest.mark.root
 @pytest.mark.timeout(60)
 def test_hung_mount_is_unknown_not_responding_within_the_probe_timeout(tmp_path: Path,
                                                                      store: StateStore) -> None:

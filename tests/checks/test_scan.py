@@ -92,8 +92,6 @@ def test_mount_points_inside_the_tree_are_not_entered(tree_with_mount: Path, wor
     assert found.inodes < du("--inodes", str(tree_with_mount))  # du without -x does cross
 
 
-# root: a hung FUSE mount is made with mount(2) on /dev/fuse
-@pytest.mark.root
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("workers", [1, 2])
 def test_hung_mount_inside_the_tree_stops_the_scan_at_its_time_limit(tmp_path: Path, workers: int) -> None:
@@ -111,8 +109,6 @@ def test_hung_mount_inside_the_tree_stops_the_scan_at_its_time_limit(tmp_path: P
         assert found.inodes > 0  # the top levels, counted here; find's output is buffered
 
 
-# root: a hung FUSE mount is made with mount(2) on /dev/fuse
-@pytest.mark.root
 @pytest.mark.timeout(60)
 def test_directory_quota_over_a_hung_mount_is_unknown_not_a_hang(tmp_path: Path, store: StateStore) -> None:
     reason = fuse_available()

@@ -25,8 +25,6 @@ def run_subject(tmp_path: Path, *args: str, guard: tuple[str, ...] = (), timeout
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=train_env())
 
 
-# root: a hung FUSE mount is made with mount(2) on /dev/fuse
-@pytest.mark.root
 @pytest.mark.skipif(fuse_available() is not None, reason=str(fuse_available()))
 @pytest.mark.timeout(60)
 def test_a_read_on_a_hung_mount_is_reported_with_the_read_in_the_stack_and_exits_140(tmp_path: Path) -> None:
