@@ -66,6 +66,12 @@ def privileged(*args: str) -> None:
         raise RuntimeError(f"privileged {' '.join(args)} failed: {(done.stderr or done.stdout).strip()}")
 
 
+def admin_scontrol(*args: str) -> None:
+    """`scontrol ARGS` as the cluster's administrator (drain/resume a node, a reservation):
+    what a site's admins do to a user's jobs, which the user cannot."""
+    privileged("scontrol", str(Path(os.environ["SLURM_CONF"]).parent), *args)
+
+
 @contextmanager
 def tmpfs(point: Path, size: str, inodes: int | None = None, read_only: bool = False) -> Iterator[Path]:
     """A real tmpfs at `point`, owned by the user running the test, unmounted afterwards."""

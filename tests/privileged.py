@@ -7,6 +7,8 @@
     tests/privileged.py node-start CLUSTER_DIR NODE
     tests/privileged.py give-away PATH        # chown to nobody: "another user's file"
     tests/privileged.py hung-mount PATH       # a FUSE mount nobody answers, until stdin closes
+    tests/privileged.py scontrol CLUSTER_DIR update NodeName=N State=DRAIN Reason=...
+    tests/privileged.py scontrol CLUSTER_DIR create|delete reservation ...   # an admin's acts
 
 Tests run as an ordinary user, as users do; mounting a filesystem and stopping a root daemon
 are what an administrator (or a failing disk) does to them. tests/suite.py allows exactly this
@@ -79,11 +81,36 @@ def hung_mount(path: Path) -> None:
         os.close(fd)
 
 
-def dev_cluster(cluster_dir: str, *args: str) -> None:
-    # dev-cluster stops the PIDs recorded in the folder: only a folder root made will do.
-    for path in (Path(cluster_dir), Path(cluster_dir) / "pids.json"):
+def roots_cluster(cluster_dir: str) -> Path:
+    """A dev cluster folder root made: its PIDs and slurm.conf are trusted with root's power."""
+    for path in (Path(cluster_dir), Path(cluster_dir) / "pids.json", Path(cluster_dir) / "slurm.conf"):
         if path.lstat().st_uid != 0 or path.is_symlink():
             sys.exit(f"privileged: {path} is not root's: not a dev cluster")
+    return Path(cluster_dir)
+
+
+# What an administrator does to a user's cluster in the tests: drain/resume nodes, reservations.
+ADMIN_ACTS = (("update",), ("create", "reservation"), ("delete",))
+
+
+def scontrol(cluster_dir: str, args: list[str]) -> None:
+    folder = roots_cluster(cluster_dir)
+    if not any(tuple(args[:len(act)]) == act for act in ADMIN_ACTS) or (
+            args[0] == "update" and not args[1:2][0].lower().startswith("nodename=")):
+        sys.exit(f"privileged: scontrol {' '.join(args)} is not an allowed admin act")
+    if args[0] == "delete" and not args[1:2][0].lower().startswith("reservationname="):
+        sys.exit("privileged: only reservations may be deleted")
+    # A cluster of another Slurm release has its clients in <cluster>/bin (slurm/dev-cluster).
+    own = folder / "bin" / "scontrol"
+    binary = str(own) if own.exists() else "scontrol"
+    env = dict(os.environ, SLURM_CONF=str(folder / "slurm.conf"))
+    done = subprocess.run([binary, *args], env=env, check=False)
+    if done.returncode != 0:
+        sys.exit(done.returncode)
+
+
+def dev_cluster(cluster_dir: str, *args: str) -> None:
+    roots_cluster(cluster_dir)
     env = dict(os.environ, WATCHDOGS_CLUSTER_DIR=cluster_dir)
     subprocess.run([sys.executable, str(DEV_CLUSTER), *args], check=True, env=env,
                    stdout=subprocess.DEVNULL)
@@ -104,6 +131,9 @@ def main(argv: list[str]) -> int:
         n.add_argument("node", choices=("node1", "node2", "node3"))
     sub.add_parser("give-away").add_argument("path")
     sub.add_parser("hung-mount").add_argument("path")
+    s = sub.add_parser("scontrol")
+    s.add_argument("cluster_dir")
+    s.add_argument("args", nargs="+")
     opts = parser.parse_args(argv)
     if opts.cmd == "mount-tmpfs":
         mount_tmpfs(own_path(opts.path), opts.size, opts.inodes, opts.read_only)
@@ -111,6 +141,8 @@ def main(argv: list[str]) -> int:
         subprocess.run(["umount", "-l", str(own_path(opts.path))], check=False)
     elif opts.cmd in ("node-stop", "node-start"):
         dev_cluster(opts.cluster_dir, opts.cmd, opts.node)
+    elif opts.cmd == "scontrol":
+        scontrol(opts.cluster_dir, opts.args)
     elif opts.cmd == "hung-mount":
         hung_mount(own_path(opts.path))
     else:

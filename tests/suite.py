@@ -119,6 +119,16 @@ def allow_privileged(python: Path) -> None:
         fh.write(text)
 
 
+def trust_checkout_in_git() -> None:
+    """git refuses a repository another user owns ("dubious ownership"); the suite reads its
+    own file list with git (test_suppressions), so the test user trusts this checkout."""
+    as_user = ["runuser", "-u", USER, "--", "git", "config", "--global"]
+    known = subprocess.run([*as_user, "--get-all", "safe.directory"], capture_output=True,
+                           text=True, check=False).stdout.split()
+    if str(REPO) not in known:
+        subprocess.run([*as_user, "--add", "safe.directory", str(REPO)], check=False)
+
+
 def register_in_accounting() -> None:
     """An association for the test user, so sacct records its jobs (idempotent)."""
     if not os.environ.get("SLURM_CONF"):
@@ -174,6 +184,7 @@ def main() -> int:
             make_reachable(python)
             precompile(python)
             allow_privileged(python)
+            trust_checkout_in_git()
             register_in_accounting()
             # The user pass writes its report into this root-made folder.
             junits[0].touch()
