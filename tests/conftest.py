@@ -37,6 +37,9 @@ def slurm_cluster() -> Iterator[Path]:
     conf = _cluster_dir() / "slurm.conf"
     status = subprocess.run([sys.executable, str(DEV_CLUSTER), "status"], capture_output=True)
     started_here = status.returncode != 0
+    if started_here and os.geteuid() != 0:
+        pytest.fail(f"the dev cluster in {_cluster_dir()} is down, and only root can start its "
+                    "daemons: run `slurm/dev-cluster up` as root (make test does)", pytrace=False)
     if started_here:
         subprocess.run([sys.executable, str(DEV_CLUSTER), "up"], check=True, stdout=subprocess.DEVNULL)
     old = os.environ.get("SLURM_CONF")
