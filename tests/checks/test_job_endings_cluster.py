@@ -6,6 +6,7 @@ The slow endings (the time limit takes 60-90 s, a node failure ~30 s) are all su
 the module starts, so their waits overlap with each other and with the quick tests."""
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import re
@@ -115,7 +116,7 @@ def test_a_cancel_by_the_owner_says_who_and_is_not_resubmitted(
     wait_for(lambda: accounted(job), timeout=60, what="accounting has the cancel")
     cfg = write_config(tmp_path, config(tmp_path, name, resubmit=script(tmp_path)))
     result = tick(cfg, store)[0]["train"]
-    assert f"{name} (job {job}) was cancelled by root (its owner) after " in result.summary
+    assert f"{name} (job {job}) was cancelled by {getpass.getuser()} (its owner) after " in result.summary
     assert "Not resubmitted: it was cancelled by its owner" in result.summary
     assert queued_named(name) == []
 
