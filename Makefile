@@ -55,10 +55,12 @@ cluster-status:
 	slurm/dev-cluster status
 
 # Brings the cluster up, runs the whole suite, and brings the cluster down whatever the result.
+# tests/suite.py runs it as users run the project: as the unprivileged user `wdtest` (made on
+# first use), then, as root, only the tests marked `root` (mounts, daemons, other users).
 test: install-dev
 	slurm/dev-cluster up
 	set -o pipefail; rc=0; \
-	SLURM_CONF=$(WATCHDOGS_CLUSTER_DIR)/slurm.conf $(PY) -m pytest $(PYTEST_ARGS) || rc=$$?; \
+	SLURM_CONF=$(WATCHDOGS_CLUSTER_DIR)/slurm.conf $(PY) tests/suite.py -- $(PYTEST_ARGS) || rc=$$?; \
 	slurm/dev-cluster down; exit $$rc
 
 # Installs, brings the cluster up, submits the scheduler with a demo config and drop-ins,
