@@ -38,7 +38,7 @@ def doctor(args: argparse.Namespace) -> CommandResult:
     from watchdogs.slurmctl.runner import run_slurm
 
     started = time.monotonic()
-    host = socket.gethostname()
+    host = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
     if not args.on_node:
         findings = here(args.config, args.send, run_slurm)
         return report(findings, host, None, time.monotonic() - started)
@@ -73,10 +73,10 @@ def here(config_arg: str | None, send: bool, runner: Any) -> list[Finding]:
             findings.append(Finding(f"channel {settings.name}", Status.CRITICAL, str(exc),
                                     "install what the channel type needs (see `watchdogs validate`)"))
             continue
-        if send:
-            findings.append(channel_send(notifier, _sender(config)))
-        else:
-            findings.append(channel_reach(notifier, on_node=job is not None))
+        # The probe first even with --send: its failure names the way out (the proxy).
+        reach = channel_reach(notifier, on_node=job is not None)
+        findings.append(channel_send(notifier, _sender(config)) if send and reach.status == Status.OK
+                        else reach)
         if not settings.enabled:
             last = findings[-1]
             findings[-1] = Finding(last.area, last.status, f"{last.summary} (disabled in the config)",

@@ -77,9 +77,10 @@ def _through_proxy(proxy: str, scheme: str, host: str, port: int) -> None:
     line = head.splitlines()[0] if head else "no answer"
     fields = line.split()
     code = int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else 0
-    # CONNECT: 2xx means the tunnel is open. HEAD: any answer the proxy did not make up
-    # itself (502/503/504: it could not reach the server; 403/407: it will not let us).
-    refused = not 200 <= code < 300 if scheme == "https" else code in (0, 403, 407, 502, 503, 504)
+    # CONNECT: 2xx means the tunnel is open. HEAD: any answer but those proxies make up
+    # themselves (500/502/503/504: could not reach the server, tinyproxy says 500;
+    # 403/407: will not let us). A server's own 500 to `HEAD /` is read as unreachable too.
+    refused = not 200 <= code < 300 if scheme == "https" else code in (0, 403, 407, 500, 502, 503, 504)
     if refused:
         raise OSError(f"the proxy {shown(proxy)} answered {line.strip()!r} for {target}")
 
