@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from notifiers.base import Notifier, TransportError
 from notifiers.proxy import proxy_for, shown
-from watchdogs.commands.doctor_checks import Finding
+from watchdogs.commands.doctor.checks import Finding
 from watchdogs.errors import SecretError, WatchdogsError
 from watchdogs.result import Status
 

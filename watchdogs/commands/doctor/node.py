@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from watchdogs.commands.doctor_checks import Finding
+from watchdogs.commands.doctor.checks import Finding
 from watchdogs.errors import SlurmError
 from watchdogs.result import Status
 from watchdogs.slurmctl.runner import SlurmRunner

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from watchdogs.commands.base import CommandResult
-from watchdogs.commands.doctor_checks import Finding
+from watchdogs.commands.doctor.checks import Finding
 from watchdogs.result import Status
 
 HELP = "will this work here? config, Slurm, accounting, state folder, every channel's reachability"
@@ -42,8 +42,8 @@ def doctor(args: argparse.Namespace) -> CommandResult:
     if not args.on_node:
         findings = here(args.config, args.send, run_slurm)
         return report(findings, host, None, time.monotonic() - started)
-    from watchdogs.commands.doctor_checks import check_config
-    from watchdogs.commands.doctor_node import NodeAnswer, on_node
+    from watchdogs.commands.doctor.checks import check_config
+    from watchdogs.commands.doctor.node import NodeAnswer, on_node
 
     config, checked = check_config(args.config)
     if config is None:
@@ -57,8 +57,8 @@ def doctor(args: argparse.Namespace) -> CommandResult:
 def here(config_arg: str | None, send: bool, runner: Any) -> list[Finding]:
     """Every check, run on this host."""
     from watchdogs.alerts.channels import build_notifier
-    from watchdogs.commands.doctor_checks import check_accounting, check_config, check_slurm, check_state_dir
-    from watchdogs.commands.doctor_reach import channel_reach, channel_send, heartbeat_reach
+    from watchdogs.commands.doctor.checks import check_accounting, check_config, check_slurm, check_state_dir
+    from watchdogs.commands.doctor.reach import channel_reach, channel_send, heartbeat_reach
 
     job = os.environ.get("SLURM_JOB_ID")
     config, checked = check_config(config_arg)
