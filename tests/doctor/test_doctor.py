@@ -130,6 +130,12 @@ def test_reachability_goes_through_the_channels_proxy(tmp_path: Path) -> None:
         proxy = "{proxy.url}"
 
         [[notify]]
+        name = "tls"
+        type = "webhook"
+        url = "https://127.0.0.1:{server.server.server_address[1]}/hook"
+        proxy = "{proxy.url}"
+
+        [[notify]]
         name = "gone"
         type = "webhook"
         url = "http://127.0.0.1:{free_port()}/hook"
@@ -141,6 +147,8 @@ def test_reachability_goes_through_the_channels_proxy(tmp_path: Path) -> None:
         assert f"via proxy {proxy.url}" in found["channel hook"]["summary"]
         assert server.refused == []
         assert any(f"{server.url}/" in line for line in proxy.requests()), proxy.requests()
+        assert found["channel tls"]["status"] == "OK"
+        assert any(f"CONNECT 127.0.0.1:{server.server.server_address[1]}" in line for line in proxy.requests())
         gone = found["channel gone"]
         assert code == 2 and gone["status"] == "CRITICAL" and "proxy" in gone["summary"]
 

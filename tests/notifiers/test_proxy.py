@@ -207,3 +207,20 @@ def test_the_dead_mans_switch_goes_through_the_environments_proxy(
     _deadman_pings(switch, behind_proxy)
     went_through(tinyproxy, behind_proxy, "/ping/abc-uuid/fail")
     assert PROXY_SOURCE not in behind_proxy.refused
+
+
+def test_an_https_webhook_tunnels_through_the_proxy_with_connect(
+        tmp_path: Path, tinyproxy: Tinyproxy, cert: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """What Slack and Twilio need in real life: CONNECT, then TLS end to end through the tunnel."""
+    import ssl
+
+    monkeypatch.setenv("https_proxy", tinyproxy.url)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(str(cert[0]), str(cert[1]))
+    with OnlyThroughProxy() as server:
+        server.server.socket = context.wrap_socket(server.server.socket, server_side=True)
+        port = server.server.server_address[1]
+        notifier = webhook(tmp_path, f"https://127.0.0.1:{port}", f'ca_file = "{cert[0]}"')
+        notifier.notify(render(notifier))
+        assert server.refused == [] and [s.path for s in server.seen] == ["/hooks/ops"]
+    assert any(f"CONNECT 127.0.0.1:{port}" in line for line in tinyproxy.requests()), tinyproxy.requests()
