@@ -148,7 +148,8 @@ def test_reachability_goes_through_the_channels_proxy(tmp_path: Path) -> None:
         assert server.refused == []
         assert any(f"{server.url}/" in line for line in proxy.requests()), proxy.requests()
         assert found["channel tls"]["status"] == "OK"
-        assert any(f"CONNECT 127.0.0.1:{server.server.server_address[1]}" in line for line in proxy.requests())
+        tunnel = f"CONNECT 127.0.0.1:{server.server.server_address[1]}"
+        assert any(tunnel in line for line in proxy.requests()), proxy.requests()
         gone = found["channel gone"]
         assert code == 2 and gone["status"] == "CRITICAL" and "proxy" in gone["summary"]
 

@@ -210,7 +210,8 @@ def test_the_dead_mans_switch_goes_through_the_environments_proxy(
 
 
 def test_an_https_webhook_tunnels_through_the_proxy_with_connect(
-        tmp_path: Path, tinyproxy: Tinyproxy, cert: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, tinyproxy: Tinyproxy, cert: tuple[Path, Path],
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """What Slack and Twilio need in real life: CONNECT, then TLS end to end through the tunnel."""
     import ssl
 
