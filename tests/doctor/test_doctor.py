@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import cancel, job_state, sh, wait_for
 from tests.notifiers.fakes import FakeHTTP, SmtpServer, free_port
 from tests.notifiers.proxies import OnlyThroughProxy, Tinyproxy
 
@@ -39,8 +40,8 @@ def site(tmp_path: Path, channels: str, scheduler: str = "") -> Path:
     return path
 
 
-def doctor(config: Path, *args: str, timeout: float = 120) -> tuple[int, str, str]:
-    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+def doctor(config: Path, *args: str, timeout: float = 120, **extra_env: str) -> tuple[int, str, str]:
+    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()} | extra_env
     done = subprocess.run([sys.executable, "-m", "watchdogs", "--config", str(config), "doctor", *args],
                           capture_output=True, text=True, timeout=timeout, env=env)
     return done.returncode, done.stdout, done.stderr
@@ -80,7 +81,8 @@ def channels(http: FakeHTTP, smtp: SmtpServer, closed: int) -> str:
 def test_doctor_reports_fs_lock_kind_and_reachability_and_fails_on_a_closed_port(
         tmp_path: Path, http: FakeHTTP, smtp: SmtpServer) -> None:
     closed = free_port()
-    code, out, err = doctor(site(tmp_path, channels(http, smtp, closed)), "--json")
+    config = site(tmp_path, channels(http, smtp, closed), f'heartbeat_url = "{http.url}/ping/uuid"')
+    code, out, err = doctor(config, "--json")
     assert code == 2, err
     found = by_area(json.loads(out))
     state = found["state"]["facts"]
@@ -91,7 +93,8 @@ def test_doctor_reports_fs_lock_kind_and_reachability_and_fails_on_a_closed_port
     broken = found["channel broken"]
     assert broken["status"] == "CRITICAL" and f"127.0.0.1:{closed}" in broken["summary"]
     assert "https_proxy" in broken["fix"] and '`proxy` in [[notify]] "broken"' in broken["fix"]
-    assert http.seen == [] and smtp.received == [], "a probe must not send anything"
+    assert found["heartbeat"]["status"] == "OK" and "127.0.0.1" in found["heartbeat"]["summary"]
+    assert http.seen == [] and smtp.received == [], "a probe must not send anything (nor ping)"
     assert found["accounting"]["status"] == "OK" and found["slurm"]["summary"].startswith("slurm")
 
 
@@ -183,3 +186,41 @@ def test_on_node_runs_the_checks_in_a_job_and_sends_through_every_channel(
     assert len(http.seen) == 1 and len(smtp.received) == 1
     assert smtp.received[0].message["X-Watchdogs-Severity"] == "warning"
     assert (tmp_path / "state" / "doctor" / f"doctor-{document['job']}.json").exists()
+
+
+def test_on_node_gives_up_on_a_job_that_does_not_start_and_cancels_it(tmp_path: Path) -> None:
+    """Partition `cpu` (one node) is taken by an exclusive job: the doctor's job stays pending."""
+    blocker = sh("sbatch", "--parsable", "-p", "cpu", "--exclusive", "-t", "5", "-o", "/dev/null",
+                 "--wrap", "sleep 300").strip().split(";")[0]
+    try:
+        wait_for(lambda: job_state(blocker) == "RUNNING", 60, what=f"blocker {blocker} running")
+        code, out, err = doctor(site(tmp_path, ""), "--on-node", "--json", "--wait", "3",
+                                SBATCH_PARTITION="cpu")
+    finally:
+        cancel(blocker)
+    document = json.loads(out)
+    node = by_area(document)["node job"]
+    assert code == 3 and node["status"] == "UNKNOWN", err
+    job = node["summary"].split()[1]
+    assert "still PENDING" in node["summary"] and "cancelled" in node["summary"]
+    assert subprocess.run(["squeue", "-h", "-j", job, "-t", "PENDING,RUNNING"], capture_output=True,
+                          text=True).stdout.strip() == ""
+
+
+def test_on_node_says_when_sbatch_refuses_the_job(tmp_path: Path) -> None:
+    code, out, _ = doctor(site(tmp_path, ""), "--on-node", SBATCH_PARTITION="no-such-partition")
+    assert code == 2
+    assert out.startswith("DOCTOR CRITICAL: node job: cannot submit the doctor job: sbatch failed")
+    assert "SBATCH_PARTITION" in out
+
+
+def test_an_unreadable_secret_is_critical_without_revealing_anything(tmp_path: Path) -> None:
+    config = site(tmp_path, """
+    [[notify]]
+    name = "team"
+    type = "slack"
+    webhook_url_env = "NOT_EXPORTED_HOOK"
+    """)
+    code, out, _ = doctor(config, "--json")
+    team = by_area(json.loads(out))["channel team"]
+    assert code == 2 and team["status"] == "CRITICAL" and "NOT_EXPORTED_HOOK" in team["summary"]

@@ -13,12 +13,17 @@ import argparse
 import os
 import socket
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from watchdogs.commands.base import CommandResult
 from watchdogs.commands.doctor.checks import Finding
 from watchdogs.result import Status
+
+if TYPE_CHECKING:
+    from notifiers.base import Notifier
+    from watchdogs.config import Config
+    from watchdogs.slurmctl.runner import SlurmRunner
 
 HELP = "will this work here? config, Slurm, accounting, state folder, every channel's reachability"
 
@@ -54,7 +59,7 @@ def doctor(args: argparse.Namespace) -> CommandResult:
     return report([checked, answer], host, None, time.monotonic() - started)
 
 
-def here(config_arg: str | None, send: bool, runner: Any) -> list[Finding]:
+def here(config_arg: str | None, send: bool, runner: SlurmRunner) -> list[Finding]:
     """Every check, run on this host."""
     from watchdogs.alerts.channels import build_notifier
     from watchdogs.commands.doctor.checks import check_accounting, check_config, check_slurm, check_state_dir
@@ -87,14 +92,14 @@ def here(config_arg: str | None, send: bool, runner: Any) -> list[Finding]:
     return findings
 
 
-def _sender(config: Any) -> Any:
+def _sender(config: Config) -> Callable[[Notifier], None]:
     """How --send delivers: notify-test's message (kind "test"), rendered by the channel."""
     from notifiers.render import Templates
     from watchdogs.commands.channel_test import _batch
 
     cluster = config.alerts.cluster or os.environ.get("SLURM_CLUSTER_NAME") or socket.gethostname()
 
-    def send(notifier: Any) -> None:
+    def send(notifier: Notifier) -> None:
         batch = _batch(notifier.name, "warning", cluster)
         notifier.notify(notifier.render(batch, Templates(config.alerts.templates)))
     return send
