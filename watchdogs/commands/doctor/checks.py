@@ -116,7 +116,8 @@ def check_accounting(runner: SlurmRunner, job_id: str | None) -> Finding:
         return Finding("accounting", status, f"sacct answers but knows nothing of {what}",
                        "slurmdbd may lag behind; if it stays so, ask the admins" if job_id else "")
     job, _, state = lines[-1].partition("|")
-    return Finding("accounting", Status.OK, f"sacct answers: job {job} {state}",
+    mine = " (this doctor job; accounting may lag a moment)" if job_id else ""
+    return Finding("accounting", Status.OK, f"sacct answers: job {job} {state}{mine}",
                    facts={"job": job, "state": state})
 
 
