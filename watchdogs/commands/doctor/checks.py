@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import pwd
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -101,7 +102,8 @@ def check_accounting(runner: SlurmRunner, job_id: str | None) -> Finding:
     """sacct about a job: this job when run inside one (accounting records it while it
     runs), else the user's latest job in the last week."""
     argv = ["sacct", "-X", "-n", "-P", "-o", "JobID,State"]
-    argv += ["-j", job_id] if job_id else ["-S", "now-7days"]
+    # -u: root's sacct (and an operator's) lists everyone's jobs; the question is about ours.
+    argv += ["-j", job_id] if job_id else ["-S", "now-7days", "-u", pwd.getpwuid(os.getuid()).pw_name]
     try:
         lines = [line for line in runner(argv, timeout=30).stdout.splitlines() if line.strip()]
     except SlurmError as exc:
