@@ -113,7 +113,10 @@ def _fix(reach: Reach, key: str, on_node: bool, smtp: bool = False) -> str:
     if reach.via == "direct":
         return (f"{here} cannot reach {reach.target}: set https_proxy (and http_proxy) to the site's "
                 f"proxy where the scheduler runs, or {key}; see {DOCS}")
-    return f"check the proxy setting (https_proxy or {key}) with the site; see {DOCS}"
+    if "answered" in (reach.problem or ""):
+        return (f"the proxy will not or cannot reach {reach.target}: ask the site to allow it, or use "
+                f"another proxy (https_proxy or {key}); see {DOCS}")
+    return f"the proxy itself cannot be reached: check https_proxy or {key} with the site; see {DOCS}"
 
 
 def channel_reach(notifier: Notifier, on_node: bool) -> Finding:
