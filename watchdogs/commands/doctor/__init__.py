@@ -64,6 +64,7 @@ def here(config_arg: str | None, send: bool, runner: SlurmRunner) -> list[Findin
     from watchdogs.alerts.channels import build_notifier
     from watchdogs.commands.doctor.checks import check_accounting, check_config, check_slurm, check_state_dir
     from watchdogs.commands.doctor.reach import channel_reach, channel_send, heartbeat_reach
+    from watchdogs.errors import WatchdogsError
 
     job = os.environ.get("SLURM_JOB_ID")
     config, checked = check_config(config_arg)
@@ -74,7 +75,7 @@ def here(config_arg: str | None, send: bool, runner: SlurmRunner) -> list[Findin
     for settings in config.notifiers:
         try:
             notifier = build_notifier(settings)
-        except Exception as exc:  # noqa: BLE001  # why: a channel that cannot be built is a finding, not a crash
+        except WatchdogsError as exc:  # a channel type whose package is missing (apprise)
             findings.append(Finding(f"channel {settings.name}", Status.CRITICAL, str(exc),
                                     "install what the channel type needs (see `watchdogs validate`)"))
             continue
