@@ -116,8 +116,12 @@ def on_node(config_path: Path, state_dir: Path, budget: float, runner: SlurmRunn
         return Finding("node job", Status.UNKNOWN, f"job {job}: squeue does not answer: {exc}",
                        f"look at {folder}/doctor-{job}.json later")
     if still is not None:
-        runner(["scancel", job])
+        try:
+            runner(["scancel", job])
+            ended = "cancelled"
+        except SlurmError as exc:
+            ended = f"NOT cancelled ({exc}): scancel {job} yourself"
         return Finding("node job", Status.UNKNOWN, f"job {job} still {still[0]} ({still[1]}) after "
-                       f"{budget:g}s: cancelled", "run it when a node is free, or raise --wait; "
+                       f"{budget:g}s: {ended}", "run it when a node is free, or raise --wait; "
                        "SBATCH_PARTITION picks a partition with idle nodes")
     return read_answer(job, folder)
