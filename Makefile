@@ -17,7 +17,7 @@ DEV_EXTRAS = .[test,torch,lightning,hf,accelerate,hang]
 export WATCHDOGS_CLUSTER_DIR ?= /tmp/watchdogs-dev-cluster
 PYTEST_ARGS ?=
 
-.PHONY: install install-demo install-dev test demo cluster-up cluster-down cluster-status lint bench clean
+.PHONY: install install-demo install-dev test-tools test demo cluster-up cluster-down cluster-status lint bench clean
 
 # What a login node needs to run the watchdog: the project and its few dependencies, no torch.
 install: $(VENV)/.installed
@@ -54,10 +54,19 @@ cluster-down:
 cluster-status:
 	slurm/dev-cluster status
 
+# Debian programs the tests run for real: tinyproxy (the HTTP proxy the channels go through)
+# and msmtp (the email channel's sendmail program). Installed when missing and we are root.
+TEST_TOOLS = tinyproxy msmtp
+test-tools:
+	missing=""; for t in $(TEST_TOOLS); do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
+	if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  apt-get update -q >/dev/null; DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
+	elif [ -n "$$missing" ]; then echo "not installed:$$missing (their tests are skipped)"; fi
+
 # Brings the cluster up, runs the whole suite, and brings the cluster down whatever the result.
 # tests/suite.py runs it as users run the project: as the unprivileged user `wdtest` (made on
 # first use), then, as root, only the tests marked `root` (mounts, daemons, other users).
-test: install-dev
+test: install-dev test-tools
 	slurm/dev-cluster up
 	set -o pipefail; rc=0; \
 	SLURM_CONF=$(WATCHDOGS_CLUSTER_DIR)/slurm.conf $(PY) tests/suite.py -- $(PYTEST_ARGS) || rc=$$?; \

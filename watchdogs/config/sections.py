@@ -4,11 +4,15 @@ Each check type and channel adds its own keys through its class's `options`.
 """
 from __future__ import annotations
 
+from typing import Any
+from urllib.parse import urlsplit
+
 from watchdogs.config.options import (
     Option,
     boolean,
     duration,
     integer,
+    named_kind,
     notify_route,
     path,
     period,
@@ -26,6 +30,28 @@ def http_url(value: object) -> str:
     return value
 
 
+def proxy_url(value: Any) -> str:
+    """`http://host:port` (or https://). No password: a config file is read by many, and
+    a proxy's credentials belong in the environment (`https_proxy`) like every secret."""
+    expected = "a proxy URL such as http://proxy.example.org:3128"
+    if not isinstance(value, str) or not value.startswith(("http://", "https://")):
+        raise ValueError(expected)
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError:
+        raise ValueError(expected) from None
+    if not parts.hostname or port is None:
+        raise ValueError(f"{expected} (with the port)")
+    if parts.password:
+        raise ValueError(f"{expected}, without a password (give credentials in https_proxy "
+                         "in the scheduler's environment)")
+    return value
+
+
+named_kind("proxy_url", proxy_url)
+
+
 SCHEDULER = {
     "state_dir": Option(path, default="~/.local/state/watchdogs",
                         help="SQLite state and run logs", exists=DIR_OR_NEW),
@@ -41,6 +67,9 @@ SCHEDULER = {
     "heartbeat_url": Option(http_url, default=None,
                             help="dead man's switch: pinged while the scheduler runs "
                                  "(healthchecks.io style)"),
+    "heartbeat_proxy": Option(proxy_url, default=None,
+                              help="HTTP proxy for the dead man's switch (default: https_proxy/"
+                                   "http_proxy/no_proxy from the environment)"),
     "heartbeat_every": Option(duration, default=300.0, help="how often the dead man's switch is pinged"),
     "heartbeat_suffixes": Option(boolean, default=True,
                                  help="also ping <url>/start and <url>/fail (healthchecks.io); "
