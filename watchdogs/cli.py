@@ -128,7 +128,8 @@ def version_text() -> str:
 class _Version(argparse.Action):
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: object, option_string: str | None = None) -> None:
-        parser.exit(message=version_text() + "\n")
+        print(version_text())  # stdout, as argparse's own version action
+        parser.exit()
 
 
 def build_parser(command: str | None = None, others: bool = True) -> argparse.ArgumentParser:
