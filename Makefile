@@ -88,12 +88,12 @@ bench: install-dev
 lint: install-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
-	$(VENV)/bin/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 # The documentation site (mkdocs.yml, docs/) into build/site; the configuration reference
 # is generated from the option declarations while it builds (docs/hooks/).
 docs: install-dev
-	$(VENV)/bin/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 # Both distributions, wheel and sdist each, into dist/, checked by twine.
 dist: install-dev
