@@ -159,16 +159,14 @@ def trainguard_table() -> Table:
     from trainguard import config as tg
 
     comments = _field_comments(tg.GuardConfig)
-    groups = (("_PATHS", "path"), ("_DURATIONS", "duration (s or \"5m\")"), ("_SIZES", "size (bytes or \"12GiB\")"),
-              ("_INTS", "integer"), ("_BOOLS", "boolean"), ("_FLOATS", "number"))
+    groups = (("_PATHS", "path"), ("_DURATIONS", 'duration (s or "5m")'),
+              ("_SIZES", 'size (bytes or "12GiB")'), ("_INTS", "integer"), ("_BOOLS", "boolean"),
+              ("_FLOATS", "number"))
     kinds = {name: kind for attr, kind in groups for name in getattr(tg, attr)}
     kinds["signals"] = "signal names (`USR1 TERM`)"
     keys = []
     for f in dataclasses.fields(tg.GuardConfig):
-        if f.default is not dataclasses.MISSING:
-            value = f.default
-        else:
-            value = None
+        value = f.default if f.default is not dataclasses.MISSING else None
         if f.name == "policy":
             kind, default, env = "Policy (Python only)", "the policy table", "—"
         else:
@@ -212,9 +210,11 @@ def render(tables: list[Table]) -> str:
     for table in tables:
         out.append(f"## {table.title} {{#{table.anchor}}}\n\n{table.intro}\n")
         if any(key.env for key in table.keys):
-            out.append("| setting | environment | type | default | meaning |\n| --- | --- | --- | --- | --- |")
+            out.append("| setting | environment | type | default | meaning |\n"
+                       "| --- | --- | --- | --- | --- |")
             for key in table.keys:
-                out.append(f"| `{key.name}` | {key.env} | {_cell(key.kind)} | {key.default} | {_cell(key.help)} |")
+                out.append(f"| `{key.name}` | {key.env} | {_cell(key.kind)} | {key.default} "
+                           f"| {_cell(key.help)} |")
         else:
             out.append("| key | type | default | meaning |\n| --- | --- | --- | --- |")
             for key in table.keys:
