@@ -43,7 +43,7 @@ class NodesCheck(WatchesLinkedJob, Check):
         "min_available": Option(limit(count), help='nodes (or "50%") that must stay usable'),
         "flapping": Option(integer(2), default=3, help="went bad this often within "
                                                        "flapping_window: called out"),
-        "flapping_window": Option(duration, default=7 * 86400.0),
+        "flapping_window": Option(duration, default=7 * 86400.0, help="how far back flapping is counted"),
     }
     references: ClassVar[Mapping[str, str]] = {"job": "job"}
 

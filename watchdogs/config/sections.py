@@ -50,37 +50,38 @@ SCHEDULER = {
 }
 
 CRON = {
-    "hourly": Option(period, default=3600.0),
-    "daily": Option(period, default=86400.0),
-    "weekly": Option(period, default=7 * 86400.0),
+    "hourly": Option(period, default=3600.0, help="period of cron.d/cron.hourly/ (and @hourly)"),
+    "daily": Option(period, default=86400.0, help="period of cron.d/cron.daily/ (and @daily)"),
+    "weekly": Option(period, default=7 * 86400.0, help="period of cron.d/cron.weekly/ (and @weekly)"),
 }
 
 ALERTS = {
     "notify": Option(notify_route, default=None, help="default route for checks naming none"),
-    "repeat_every": Option(duration, default=4 * 3600.0),
-    "after": Option(integer(1), default=1),
-    "channel_down_after": Option(duration, default=1800.0),
+    "repeat_every": Option(duration, default=4 * 3600.0, help="remind while still failing"),
+    "after": Option(integer(1), default=1, help="consecutive bad readings before the first alert"),
+    "channel_down_after": Option(duration, default=1800.0,
+                                 help="then the other channels say that a channel is failing"),
     "templates": Option(path, default=None, help="folder of user templates", exists=DIR),
     "cluster": Option(string, default=None, help="cluster name shown in messages"),
 }
 
 CHECK_COMMON = {
-    "name": Option(name, required=True),
-    "type": Option(string, required=True),
-    "every": Option(period, default=300.0),
-    "timeout": Option(timeout, default=None),
-    "notify": Option(notify_route, default=None),
-    "runbook": Option(string, default=None),
-    "after": Option(integer(1), default=None),
-    "repeat_every": Option(duration, default=None),
-    "enabled": Option(boolean, default=True),
-    "tags": Option(string_list, default=()),
+    "name": Option(name, required=True, help="unique among the checks; the item's name in alerts"),
+    "type": Option(string, required=True, help="the check type (job, log_stale, disk, nodes or a plugin's)"),
+    "every": Option(period, default=300.0, help="how often it runs (some types default to less)"),
+    "timeout": Option(timeout, default=None, help="default: [scheduler] check_timeout"),
+    "notify": Option(notify_route, default=None, help="its route; default: [alerts] notify, else all"),
+    "runbook": Option(string, default=None, help="what to do next, shown in its alerts"),
+    "after": Option(integer(1), default=None, help="default: [alerts] after"),
+    "repeat_every": Option(duration, default=None, help="default: [alerts] repeat_every"),
+    "enabled": Option(boolean, default=True, help="false: validated, but not run"),
+    "tags": Option(string_list, default=(), help="labels for your tools (unused by the watchdog)"),
 }
 
 NOTIFY_COMMON = {
-    "name": Option(name, required=True),
-    "type": Option(string, required=True),
-    "enabled": Option(boolean, default=True),
+    "name": Option(name, required=True, help="unique among the channels; routes name it"),
+    "type": Option(string, required=True, help="the channel type (email, slack, sms, webhook, ...)"),
+    "enabled": Option(boolean, default=True, help="false: alerts skip it (notify-test says so)"),
 }
 
 TOP_LEVEL = ("scheduler", "cron", "alerts", "check", "notify")
