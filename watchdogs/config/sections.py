@@ -28,16 +28,25 @@ def http_url(value: object) -> str:
 
 SCHEDULER = {
     "state_dir": Option(path, default="~/.local/state/watchdogs",
-                        help="SQLite state and run logs", exists=DIR_OR_NEW),
+                        help="SQLite state (run records, instances, heartbeat) and run logs, mode 0700",
+                        exists=DIR_OR_NEW),
     "cron_dir": Option(path, default=None, help="default: cron.d beside the config",
                        exists=DIR_OR_NEW),
-    "tick": Option(period, default=10.0, help="how often due items are gathered and run"),
-    "dropin_timeout": Option(timeout, default=600.0, help="default timeout of a drop-in run"),
-    "check_timeout": Option(timeout, default=120.0, help="default timeout of a built-in check"),
-    "log_retention": Option(duration, default=7 * 86400.0, help="run logs older are pruned"),
+    "tick": Option(period, default=10.0,
+                   help="how often due items are gathered and run; also the heartbeat, the cron.d "
+                        "rescan and the alert flush"),
+    "dropin_timeout": Option(timeout, default=600.0,
+                             help="default timeout of a drop-in run; per file `# watchdogs: timeout=...`, "
+                                  "per crontab line `timeout=...`"),
+    "check_timeout": Option(timeout, default=120.0,
+                            help="default timeout of a built-in check; per check: `timeout`"),
+    "log_retention": Option(duration, default=7 * 86400.0,
+                            help="run logs, the scheduler's logs and run history older than this are pruned"),
     "stop_file": Option(path, default=None, help="default: STOP in the state dir"),
-    "job_name": Option(slurm_name, default="watchdogs-cron", help="the scheduler's own job name"),
-    "heartbeat_stale": Option(duration, default=300.0, help="heartbeat age said loudly"),
+    "job_name": Option(slurm_name, default="watchdogs-cron",
+                       help="the chain's Slurm job name (used with `singleton`)"),
+    "heartbeat_stale": Option(duration, default=300.0,
+                              help="an older heartbeat: status says HEARTBEAT STALE and exits 2"),
     "heartbeat_url": Option(http_url, default=None,
                             help="dead man's switch: pinged while the scheduler runs "
                                  "(healthchecks.io style)"),
@@ -46,13 +55,14 @@ SCHEDULER = {
                                  help="also ping <url>/start and <url>/fail (healthchecks.io); "
                                       "false: only plain pings (Uptime Kuma push)"),
     "mail_user": Option(string, default=None,
-                        help="Slurm mails this address when the scheduler's own job fails"),
+                        help="Slurm mails this address when the scheduler's own job fails "
+                             "(`--mail-type=FAIL,INVALID_DEPEND`)"),
 }
 
 CRON = {
-    "hourly": Option(period, default=3600.0, help="period of cron.d/cron.hourly/ (and @hourly)"),
-    "daily": Option(period, default=86400.0, help="period of cron.d/cron.daily/ (and @daily)"),
-    "weekly": Option(period, default=7 * 86400.0, help="period of cron.d/cron.weekly/ (and @weekly)"),
+    "hourly": Option(period, default=3600.0, help="period of cron.d/cron.hourly/"),
+    "daily": Option(period, default=86400.0, help="period of cron.d/cron.daily/"),
+    "weekly": Option(period, default=7 * 86400.0, help="period of cron.d/cron.weekly/"),
 }
 
 ALERTS = {
