@@ -27,8 +27,10 @@ else:
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
-# Every page a user reads: the README and the site's Markdown (docs/hooks holds code).
-PAGES = [README, *sorted(p for p in (ROOT / "docs").rglob("*.md") if "hooks" not in p.parts)]
+# Every page a user reads: the README, trainguard's (its PyPI page) and the site's Markdown
+# (docs/hooks holds code).
+PAGES = [README, ROOT / "trainguard" / "README.md",
+         *sorted(p for p in (ROOT / "docs").rglob("*.md") if "hooks" not in p.parts)]
 
 
 @dataclass(frozen=True)
