@@ -12,7 +12,7 @@ from watchdogs.errors import WatchdogsError
 from watchdogs.plugins import CHECKS_GROUP, load_group
 from watchdogs.scheduler.instance import run_instance
 from watchdogs.scheduler.once import run_once
-from watchdogs.scheduler.startup import open_state
+from watchdogs.scheduler.startup import open_state, publish_view, remove_scratch, tell_state
 from watchdogs.scheduler.stopflag import StopFlag
 
 
@@ -45,10 +45,14 @@ def run(args: argparse.Namespace) -> CommandResult:
 def _once(args: argparse.Namespace) -> CommandResult:
     config = config_from_args(args)
     state = open_state(config.scheduler.state_dir)  # full or broken: a scratch state, said in the log
-    if state.note:
-        logging.getLogger("watchdogs.state").warning("%s", state.note)
-    report = run_once(config, state.store, build_sink(config, state.store), load_group(CHECKS_GROUP),
-                      due_only=args.due)
+    try:
+        sink = build_sink(config, state.store)
+        tell_state(config, state, sink)
+        report = run_once(config, state.store, sink, load_group(CHECKS_GROUP), due_only=args.due)
+        if state.problem is None:
+            publish_view(state.store, "`watchdogs run --once`")
+    finally:
+        remove_scratch()
     lines, items = [], []
     for run in report.runs:
         status = run.result.status.name if run.result else "UNKNOWN"
