@@ -64,26 +64,28 @@ def _sshd(base: Path, port: int) -> subprocess.Popen[bytes]:
     raise RuntimeError(f"sshd did not listen: {(base / 'sshd.log').read_text()}")
 
 
-def _mount(base: Path, port: int, export: Path, point: Path) -> None:
+def _mount(base: Path, port: int, export: Path, point: Path, owner: tuple[int, int]) -> None:
+    """sshfs logs in as root on the "server"; every file shows as `owner`'s locally (as on
+    a real NFS home), so the watchdog runs as that ordinary user."""
     point.mkdir(parents=True, exist_ok=True)
     subprocess.run(
         ["sshfs", f"root@127.0.0.1:{export}", str(point), "-p", str(port),
          "-o", f"IdentityFile={base}/user_ed25519", "-o", "StrictHostKeyChecking=no",
          "-o", f"UserKnownHostsFile={base}/known_hosts", "-o", "allow_other",
-         "-o", "reconnect"], check=True, timeout=30)
+         "-o", f"uid={owner[0]},gid={owner[1]}", "-o", "reconnect"], check=True, timeout=30)
 
 
 @contextmanager
-def two_mounts(base: Path) -> Iterator[TwoMounts]:
+def two_mounts(base: Path, owner: tuple[int, int] = (0, 0)) -> Iterator[TwoMounts]:
     base.mkdir(parents=True, exist_ok=True)
     export, a, b = base / "export", base / "host-a", base / "host-b"
-    export.mkdir()
+    export.mkdir(mode=0o700)
     port = free_port()
     sshd = _sshd(base, port)
     mounted: list[Path] = []
     try:
         for point in (a, b):
-            _mount(base, port, export, point)
+            _mount(base, port, export, point, owner)
             mounted.append(point)
         yield TwoMounts(export, a, b)
     finally:

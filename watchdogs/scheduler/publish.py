@@ -45,7 +45,7 @@ class StateOwner:
             return []
         self._last_poll = time.monotonic()
         store = self._real()
-        if store is None or not inbox.pending(self.state_dir):
+        if store is None or not inbox.pending(self.state_dir, fresh=True):
             return []
         try:
             outcomes = apply_pending(store, self.state_dir, self.writer, now)

@@ -77,10 +77,18 @@ def submit(state_dir: Path, verb: str, args: dict[str, Any], author: str,
     return command
 
 
-def pending(state_dir: Path) -> list[Command]:
+def pending(state_dir: Path, fresh: bool = False) -> list[Command]:
     """Queued commands, oldest first. One that cannot be read is returned as verb "bad"
-    (its text as the reason), so the writer answers it rather than skipping it for ever."""
+    (its text as the reason), so the writer answers it rather than skipping it for ever.
+
+    `fresh`: first change the folder through this client (create and remove a file). An
+    NFS client may serve a folder's listing from its cache for up to `acdirmax` (60 s), and
+    sshfs for its `dcache_timeout` (20 s), so a command written from another host stays
+    unseen that long; a change made through this client drops the cached listing at once.
+    """
     inbox = folder(state_dir)
+    if fresh:
+        _poke(inbox)
     try:
         names = sorted(n for n in os.listdir(inbox) if n.endswith(".json") and not n.startswith("."))
     except FileNotFoundError:
@@ -97,6 +105,13 @@ def pending(state_dir: Path) -> list[Command]:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             found.append(Command(name, "bad", {"error": str(exc)}))
     return found
+
+
+def _poke(inbox: Path) -> None:
+    probe = inbox / f".poke-{socket.gethostname()}-{os.getpid()}"
+    with contextlib.suppress(OSError):  # a missing or full folder: the listing says what it can
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT, 0o600))
+        os.unlink(probe)
 
 
 def answer(state_dir: Path, command: Command, outcome: Outcome) -> None:
