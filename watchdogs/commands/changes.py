@@ -114,8 +114,10 @@ def change(config: Config, verb: str, args: dict[str, Any]) -> tuple[inbox.Outco
 
 
 def _apply_here(config: Config, state_dir: Path) -> None:
-    store, _note = open_store(state_dir)
+    store, note = open_store(state_dir, check=True)
     try:
+        if note is not None:
+            _tell_corrupt(config, store, note)
         Records(store)  # the view must hold the scheduler's tables too
         made = apply_pending(store, state_dir, f"`watchdogs` command (pid {os.getpid()})", time.time())
         if made:
@@ -123,6 +125,20 @@ def _apply_here(config: Config, state_dir: Path) -> None:
         snapshot.publish(store, "a command (no scheduler running)")
     finally:
         store.close()
+
+
+def _tell_corrupt(config: Config, store: StateStore, note: str) -> None:
+    """This command found the database corrupt and started a fresh one: the channels hear
+    it (with what was kept and lost), as they would from the scheduler."""
+    from datetime import datetime, timezone
+
+    from watchdogs.alerts import selfalerts
+    from watchdogs.state.store import CORRUPT
+
+    now = datetime.now(timezone.utc)
+    channels = [n.name for n in config.notifiers]
+    told = selfalerts.state_broken(CORRUPT, note, str(config.scheduler.state_dir), now, channels)
+    _send(config, store, [told])
 
 
 def _send(config: Config, store: StateStore, outcomes: list[Any]) -> None:
