@@ -17,8 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.state.sshfs import two_mounts  # noqa: E402 - after the path set-up above
-from tests.state.twomounts_load import Report, prepare, run  # noqa: E402 - after the path set-up above
+from tests.state.sshfs import two_mounts
+from tests.state.twomounts_load import Report, prepare, run
 
 
 def once(label: str, seconds: float, user: str, pythonpath: str | None) -> Report:

@@ -53,7 +53,8 @@ def _sshd(base: Path, port: int) -> subprocess.Popen[bytes]:
                     f"PidFile {base}/sshd.pid\nSubsystem sftp internal-sftp\n")
     Path("/run/sshd").mkdir(exist_ok=True)  # privilege separation folder sshd insists on
     sshd = shutil.which("sshd") or "/usr/sbin/sshd"
-    proc = subprocess.Popen([sshd, "-D", "-e", "-f", str(conf)], stderr=open(base / "sshd.log", "wb"))
+    with open(base / "sshd.log", "wb") as log:
+        proc = subprocess.Popen([sshd, "-D", "-e", "-f", str(conf)], stderr=log)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         with socket.socket() as s:

@@ -31,6 +31,7 @@ name = "log"
 type = "logfile"
 path = "alerts.log"
 """
+BAD_LOG = r"Traceback|malformed|disk I/O error|database is locked|crashed"
 FAILING = "#!/bin/sh\necho 'disk on fire'\nexit 2\n"
 
 
@@ -55,7 +56,8 @@ class Report:
         return (f"{self.seconds:.0f}s, {self.rounds} rounds: {len(self.errors)} failed commands, "
                 f"{len(self.queued)} not applied, {len(self.lost)} lost silences, {len(self.stale)} stale "
                 f"views, {len(self.corrupt)} corruption findings, {len(self.scheduler_errors)} scheduler "
-                f"errors; status median {times[len(times) // 2] * 1000:.0f} ms, max {times[-1] * 1000:.0f} ms")
+                f"errors; status median {times[len(times) // 2] * 1000:.0f} ms, "
+                f"max {times[-1] * 1000:.0f} ms")
 
 
 def prepare(folder: Path) -> None:
@@ -101,7 +103,9 @@ def run(a: Path, b: Path, seconds: float, user: list[str], home: Path, pythonpat
             shown = _one(report, user, env, b, "status")
             report.status_s.append(time.monotonic() - t0)
             if shown is not None:
-                age = re.search(r"view_age=(\d+)s", shown.stdout)
+                # The view's age (new design), else the heartbeat's as the database shows it.
+                age = (re.search(r"view_age=(\d+)s", shown.stdout)
+                       or re.search(r"heartbeat (\d+)s ago", shown.stdout))
                 if age is not None and float(age.group(1)) > 2 * TICK_S + 1:
                     report.stale.append(float(age.group(1)))
             done = _one(report, user, env, b, "silence", "cron.hourly/*", "--for", "1h", "--reason", reason)
@@ -158,21 +162,27 @@ def _one(report: Report, user: list[str], env: dict[str, str], b: Path, *args: s
 
 def _check_end(report: Report, a: Path, b: Path, user: list[str], env: dict[str, str], made: list[str],
                export: Path) -> None:
-    listed = subprocess.run(_cmd(user, None, b, "silences", "--all"), cwd=b, env=env, capture_output=True,
-                            text=True, timeout=120)
-    if listed.returncode != 0:
-        report.errors.append(f"silences --all exit {listed.returncode}: {listed.stderr.strip()[-300:]}")
-    have = set(re.findall(r"round-\d+", listed.stdout))
-    report.lost += [r for r in made if r not in have]
+    for host in (a, b):  # what each "host" is told is there, and what the file on the server holds
+        listed = subprocess.run(_cmd(user, None, host, "silences", "--all"), cwd=host, env=env,
+                                capture_output=True, text=True, timeout=120)
+        if listed.returncode != 0:
+            report.errors.append(f"silences --all exit {listed.returncode}: {listed.stderr.strip()[-300:]}")
+        have = set(re.findall(r"round-\d+", listed.stdout))
+        report.lost += [f"{r} (as seen from {host.name})" for r in made if r not in have]
     db = export / "state" / "state.sqlite3"  # on the "server": the file itself
     try:
         conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
         check = [r[0] for r in conn.execute("PRAGMA integrity_check")]
+        have = {str(r[0]) for r in conn.execute("SELECT reason FROM silences")}
+        acked = conn.execute("SELECT acked_by FROM alert_state WHERE item = 'cron.hourly/fire'").fetchone()
         conn.close()
         if check != ["ok"]:
             report.corrupt.append(f"integrity_check: {check[:3]}")
+        report.lost += [f"{r} (in the file)" for r in made if r not in have]
+        if made and (acked is None or not acked[0]):
+            report.lost.append("the acks (in the file)")
     except sqlite3.Error as exc:
-        report.corrupt.append(f"integrity_check: {exc}")
+        report.corrupt.append(f"reading the file on the server: {exc}")
     text = (a.parent / f"scheduler-{a.name}.log").read_text(errors="replace")
     report.scheduler_errors += [line for line in text.splitlines()
-                                if re.search(r"Traceback|malformed|disk I/O error|database is locked|crashed", line)]
+                                if re.search(BAD_LOG, line)]
