@@ -34,9 +34,23 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+PACKAGES = ("sshfs", "openssh-server", "openssh-client", "fuse3")
+
+
 def missing_tools() -> list[str]:
     return [t for t in ("sshfs", "sshd", "ssh-keygen", "fusermount3") if shutil.which(t) is None
             and not Path(f"/usr/sbin/{t}").exists()]
+
+
+def ensure_tools() -> list[str]:
+    """Install Debian's sshfs and openssh-server when they are missing (root, apt-get);
+    returns what is still missing."""
+    if missing_tools() and os.geteuid() == 0 and shutil.which("apt-get"):
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        subprocess.run(["apt-get", "update", "-q"], env=env, capture_output=True, check=False, timeout=600)
+        subprocess.run(["apt-get", "install", "-y", "-q", "--no-install-recommends", *PACKAGES], env=env,
+                       capture_output=True, check=False, timeout=900)
+    return missing_tools()
 
 
 def _sshd(base: Path, port: int) -> subprocess.Popen[bytes]:

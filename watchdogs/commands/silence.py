@@ -13,10 +13,10 @@ from datetime import datetime
 
 from watchdogs import units
 from watchdogs.alerts import records, silences
-from watchdogs.commands import changes
 from watchdogs.commands.base import CommandResult, config_from_args
 from watchdogs.config import Config
 from watchdogs.errors import WatchdogsError
+from watchdogs.scheduler import changes
 from watchdogs.state.store import StateStore
 
 

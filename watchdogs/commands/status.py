@@ -15,10 +15,10 @@ from typing import Any
 
 from watchdogs import units
 from watchdogs.commands.base import CommandResult
-from watchdogs.commands.changes import reader
 from watchdogs.config import Config, find_config_path, load_config
 from watchdogs.errors import ConfigProblem
 from watchdogs.plugins import CHECKS_GROUP, load_group
+from watchdogs.scheduler.changes import reader
 from watchdogs.scheduler.statusview import ago, gather, view_info
 from watchdogs.slurmctl.runner import run_slurm
 from watchdogs.state.store import StateStore

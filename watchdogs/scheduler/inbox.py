@@ -25,7 +25,8 @@ LOG = logging.getLogger("watchdogs.scheduler")
 REMOVED = "item removed from the config"
 
 
-def apply_pending(store: StateStore, state_dir: Path, applier: str, now: float) -> list[ItemOutcome]:
+def apply_pending(store: StateStore, state_dir: Path, applier: str, now: float, quiet: bool = False
+                  ) -> list[ItemOutcome]:
     """Apply every queued command, answer each; returns the outcomes (resolutions) for the
     sink. A command that fails is answered with the error, never left for ever."""
     outcomes: list[ItemOutcome] = []
@@ -43,7 +44,8 @@ def apply_pending(store: StateStore, state_dir: Path, applier: str, now: float) 
             made = []
         outcomes += made
         inbox.answer(state_dir, command, inbox.Outcome(result.ok, result.text, result.data, by))
-        LOG.info("applied %s from %s@%s: %s", command.verb, command.author, command.host, result.text)
+        if not quiet:  # a command applying its own change prints the answer; no log line besides
+            LOG.info("applied %s from %s@%s: %s", command.verb, command.author, command.host, result.text)
     return outcomes
 
 

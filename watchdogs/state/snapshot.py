@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import sqlite3
 import time
 from collections.abc import Iterator, Sequence
@@ -44,6 +43,8 @@ class ViewInfo:
 def publish(store: StateStore, writer: str, now: float | None = None) -> Path:
     """Write the view of `store` atomically; returns its path. Raises sqlite3/OS errors
     (the caller decides what a full or broken state folder means)."""
+    import socket  # here, not above: `status` reads views and needs no socket module
+
     target = store.state_dir / VIEW_NAME
     temp = store.state_dir / f".{VIEW_NAME}.{socket.gethostname()}.{os.getpid()}.tmp"
     try:

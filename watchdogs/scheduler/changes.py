@@ -11,21 +11,21 @@ Never silently ignored: the answer is "applied", or "queued" with when it will a
 """
 from __future__ import annotations
 
+import contextlib
 import getpass
-import os
-import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from watchdogs.config import Config
 from watchdogs.errors import WatchdogsError
-from watchdogs.scheduler.inbox import apply_pending
-from watchdogs.scheduler.lock import Lock
 from watchdogs.scheduler.records import Records
-from watchdogs.state import inbox, locking, snapshot
-from watchdogs.state.store import StateStore, StateUnavailable, open_store, state_problem
+from watchdogs.state import snapshot
+from watchdogs.state.store import DB_NAME, StateStore, StateUnavailable, open_store, state_problem
+
+if TYPE_CHECKING:
+    from watchdogs.state import inbox
 
 WAIT_FLOOR_S = 10.0
 """The least time a command waits for the chain's answer (it looks every second)."""
@@ -40,14 +40,40 @@ class Chain:
 
 def reader(state_dir: Path) -> StateStore | None:
     """What the read-only commands read: the view the writer publishes; a database from
-    before views, read in place; or None when nothing was ever recorded."""
+    before views, read in place; or None when nothing was recorded. A database written
+    after its view by a process that publishes none (an older version's scheduler) is read
+    in place too, when its view shows no scheduler alive."""
     try:
-        return snapshot.open_view(state_dir) or snapshot.legacy_store(state_dir)
+        view = snapshot.open_view(state_dir)
     except StateUnavailable:
+        view = None
+    if view is None:
+        return snapshot.legacy_store(state_dir)
+    info = view.info()
+    if info is not None and _written_since(state_dir, info.taken) and not _alive_in(view):
         legacy = snapshot.legacy_store(state_dir)
-        if legacy is None:
+        if legacy is not None:
+            view.close()
+            return legacy
+    return view
+
+
+def _written_since(state_dir: Path, taken: float) -> bool:
+    newest = 0.0
+    for name in (DB_NAME, f"{DB_NAME}-wal"):
+        with contextlib.suppress(OSError):
+            newest = max(newest, (Path(state_dir) / name).stat().st_mtime)
+    return newest > taken + 1.0
+
+
+def _alive_in(view: StateStore) -> bool:
+    try:
+        latest = Records(view).latest_instance()
+    except Exception as exc:
+        if state_problem(exc) is None and "no such table" not in str(exc):
             raise
-        return legacy
+        return False
+    return latest is not None and latest["ended"] is None
 
 
 def chain_state(config: Config, view: StateStore | None, now: float) -> Chain:
@@ -77,6 +103,13 @@ def whoami() -> str:
 
 def change(config: Config, verb: str, args: dict[str, Any]) -> tuple[inbox.Outcome | None, str]:
     """Apply or queue one change. Returns (the outcome when applied, else None; how)."""
+    # Here, not above: `status` reads through this module and needs none of the write path.
+    import os
+    import socket
+
+    from watchdogs.scheduler.lock import Lock
+    from watchdogs.state import inbox, locking
+
     state_dir = Path(config.scheduler.state_dir)
     now = time.time()
     chain = chain_state(config, reader(state_dir), now)
@@ -114,12 +147,17 @@ def change(config: Config, verb: str, args: dict[str, Any]) -> tuple[inbox.Outco
 
 
 def _apply_here(config: Config, state_dir: Path) -> None:
+    import os
+
+    from watchdogs.scheduler.inbox import apply_pending
+
     store, note = open_store(state_dir, check=True)
     try:
         if note is not None:
             _tell_corrupt(config, store, note)
         Records(store)  # the view must hold the scheduler's tables too
-        made = apply_pending(store, state_dir, f"`watchdogs` command (pid {os.getpid()})", time.time())
+        made = apply_pending(store, state_dir, f"`watchdogs` command (pid {os.getpid()})", time.time(),
+                             quiet=True)
         if made:
             _send(config, store, made)
         snapshot.publish(store, "a command (no scheduler running)")
