@@ -36,7 +36,7 @@ def once(label: str, seconds: float, user: str, pythonpath: str | None) -> Repor
     for kind in ("errors", "queued", "lost", "corrupt", "scheduler_errors"):
         items = getattr(report, kind)
         for line in items[:5]:
-            print(f"  {kind}: {line[:400]}")
+            print(f"  {kind}: {str(line)[:400]}")
         if len(items) > 5:
             print(f"  {kind}: ... {len(items) - 5} more")
     shutil.rmtree(base, ignore_errors=True)

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from tests.scheduler.conftest import site as site
+from tests.selfwatch.conftest import tmpfs as tmpfs
 
 
 @pytest.fixture(autouse=True)

@@ -11,8 +11,11 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import wait_for
 from tests.scheduler.conftest import Site, script
+from tests.selfwatch.conftest import fill
 
 LOGFILE = '[[notify]]\nname = "log"\ntype = "logfile"\npath = "alerts.log"\n'
 
@@ -134,7 +137,7 @@ def test_a_database_corrupt_deep_inside_is_recovered_and_told_with_what_was_lost
 
 
 def test_a_database_deleted_under_the_scheduler_is_noticed_and_told(site: Site) -> None:
-    failing_site(site, extra='tick = "1s"\n' if False else "")
+    failing_site(site)
     proc = site.popen("run")
     try:
         wait_for(lambda: any("CRITICAL cron.hourly/fire" in line for line in lines(site)), timeout=30)
@@ -184,3 +187,30 @@ def test_a_command_file_applied_twice_makes_one_silence(site: Site) -> None:
     assert store.connection().execute("SELECT COUNT(*) FROM silences").fetchone()[0] == 1
     assert json.loads((inbox.folder(site.state) / "done" / command.name).read_text())["ok"]
     assert not os.path.exists(inbox.folder(site.state) / command.name)
+
+
+@pytest.mark.root
+def test_a_full_state_disk_still_answers_status_and_alerts_and_leaves_no_scratch(
+        site: Site, tmpfs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Root: mounts a real 2 MiB tmpfs (filled with dd)."""
+    scratch = site.root / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    state = tmpfs / "state"
+    site.write_config(LOGFILE)
+    text = site.config.read_text()
+    site.config.write_text(text.replace('state_dir = "state"', f'state_dir = "{state}"', 1))
+    site.dropin("fire", script("echo 'disk on fire'\nexit 2"))
+    assert site.watchdogs("run", "--once").returncode == 2
+    fill(tmpfs)
+    for _ in range(2):
+        full = site.watchdogs("run", "--once")
+        no_traceback(full)
+        assert full.returncode == 2
+    told = [line for line in lines(site) if "watchdogs:state" in line]
+    assert told and "full" in told[0], lines(site)
+    status = site.watchdogs("status")
+    assert no_traceback(status) and status.returncode == 2 and "1 open alert" in status.stdout, status.stdout
+    shown = site.watchdogs("alerts")
+    assert shown.returncode == 0 and "CRITICAL cron.hourly/fire" in shown.stdout, shown.stdout + shown.stderr
+    assert not list(scratch.glob("watchdogs-state-*")), list(scratch.iterdir())
