@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ USER = "wdtest"
 
 @pytest.mark.root
 @pytest.mark.timeout(1800)
-def test_scheduler_on_one_mount_and_commands_on_another_lose_nothing(tmp_path: Path) -> None:
+def test_scheduler_on_one_mount_and_commands_on_another_lose_nothing() -> None:
     """Root: starts sshd and mounts FUSE filesystems (allow_other); the watchdog itself runs
     as the ordinary user `wdtest` on both mounts."""
     if os.geteuid() != 0:
@@ -34,9 +35,8 @@ def test_scheduler_on_one_mount_and_commands_on_another_lose_nothing(tmp_path: P
     except KeyError:
         pytest.skip(f"no user {USER} (make test creates it)")
     seconds = float(os.environ.get("WATCHDOGS_TWO_MOUNTS_S", "60"))
-    base = tmp_path / "two"
-    base.mkdir()
-    os.chmod(tmp_path, 0o755)
+    # Not under tmp_path: pytest's folder is root's alone, and the user must reach the mounts.
+    base = Path(tempfile.mkdtemp(prefix="wd-two-mounts-"))
     os.chmod(base, 0o755)
     home = base / "home"
     home.mkdir()
@@ -47,7 +47,7 @@ def test_scheduler_on_one_mount_and_commands_on_another_lose_nothing(tmp_path: P
             report = run(mounts.a, mounts.b, seconds, ["runuser", "-m", "-u", USER, "--"], home,
                          export=mounts.export)
     finally:
-        shutil.rmtree(base / "fs" / "export", ignore_errors=True)
+        shutil.rmtree(base, ignore_errors=True)
     print(report.summary())
     assert report.rounds >= 3, report.summary()
     assert not report.errors, report.errors[:5]

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-TICK_S = 2.0
+TICK_S = 5.0
 CONFIG = f"""[scheduler]
 state_dir = "state"
 tick = "{TICK_S:.0f}s"
@@ -31,7 +31,7 @@ name = "log"
 type = "logfile"
 path = "alerts.log"
 """
-BAD_LOG = r"Traceback|malformed|disk I/O error|database is locked|crashed"
+BAD_LOG = r"Traceback|malformed|disk I/O error|database is locked|crashed|cannot write the state view"
 FAILING = "#!/bin/sh\necho 'disk on fire'\nexit 2\n"
 
 
@@ -49,15 +49,20 @@ class Report:
     """View ages above two ticks."""
     corrupt: list[str] = field(default_factory=list)
     status_s: list[float] = field(default_factory=list)
+    ages: list[float] = field(default_factory=list)
+    """How old each `status` said its view (or the heartbeat it read) was."""
     scheduler_errors: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         times = sorted(self.status_s) or [0.0]
+        ages = sorted(self.ages) or [0.0]
         return (f"{self.seconds:.0f}s, {self.rounds} rounds: {len(self.errors)} failed commands, "
                 f"{len(self.queued)} not applied, {len(self.lost)} lost silences, {len(self.stale)} stale "
                 f"views, {len(self.corrupt)} corruption findings, {len(self.scheduler_errors)} scheduler "
                 f"errors; status median {times[len(times) // 2] * 1000:.0f} ms, "
-                f"max {times[-1] * 1000:.0f} ms")
+                f"max {times[-1] * 1000:.0f} ms; age of what status showed: "
+                f"median {ages[len(ages) // 2]:.0f}s, "
+                f"max {ages[-1]:.0f}s (tick {TICK_S:.0f}s)")
 
 
 def prepare(folder: Path) -> None:
@@ -106,6 +111,8 @@ def run(a: Path, b: Path, seconds: float, user: list[str], home: Path, pythonpat
                 # The view's age (new design), else the heartbeat's as the database shows it.
                 age = (re.search(r"view_age=(\d+)s", shown.stdout)
                        or re.search(r"heartbeat (\d+)s ago", shown.stdout))
+                if age is not None:
+                    report.ages.append(float(age.group(1)))
                 if age is not None and float(age.group(1)) > 2 * TICK_S + 1:
                     report.stale.append(float(age.group(1)))
             done = _one(report, user, env, b, "silence", "cron.hourly/*", "--for", "1h", "--reason", reason)
