@@ -94,6 +94,32 @@ def chain_state(config: Config, view: StateStore | None, now: float) -> Chain:
     return Chain(alive, where, age)
 
 
+def owned_elsewhere(config: Config) -> str | None:
+    """Why this process must not open the live database: a scheduler alive on another host
+    owns it (WAL works on one host only). None when it may."""
+    import socket
+
+    state_dir = Path(config.scheduler.state_dir)
+    try:
+        view = snapshot.open_view(state_dir)
+    except StateUnavailable:
+        return None
+    if view is None:
+        return None
+    try:
+        latest = Records(view).latest_instance()
+    except Exception as exc:
+        if state_problem(exc) is None and "no such table" not in str(exc):
+            raise
+        return None
+    finally:
+        view.close()
+    chain = chain_state(config, view, time.time()) if latest else None
+    if latest is None or chain is None or not chain.alive or latest["host"] == socket.gethostname():
+        return None
+    return f"the scheduler ({chain.where}) owns the state database in {state_dir}"
+
+
 def whoami() -> str:
     try:
         return getpass.getuser()
