@@ -204,10 +204,30 @@ def _answer(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:
+        said = _state_error(exc)
+        if said is None:
+            raise
+        print(f"watchdogs: error: {said}", file=sys.stderr)
+        return 3
     output = result.render(args.json)
     if output:
         _print(output)
     return result.exit_code
+
+
+def _state_error(exc: BaseException) -> str | None:
+    """A state database that fails under a command (corrupt at a page only this query
+    reached, a full disk, an I/O error) is said in words, never as a traceback."""
+    if type(exc).__module__ != "sqlite3":
+        return None
+    from watchdogs.state.store import CORRUPT, state_problem
+
+    kind = state_problem(exc) or "unusable"
+    fix = ("the scheduler moves a corrupt database aside at its next start and says what it kept; "
+           "`watchdogs run --once` does it now" if kind == CORRUPT else
+           "see `df` and the folder's permissions")
+    return f"the state database is {kind} ({exc}): {fix}"
 
 
 def _run(args: argparse.Namespace) -> CommandResult:

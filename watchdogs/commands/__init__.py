@@ -21,6 +21,7 @@ COMMANDS: dict[str, Command] = {
     "doctor": Command("doctor", "will this work here? config, Slurm, accounting, state folder, "
                                 "every channel's reachability"),
     "notify-test": Command("channel_test", "send a test message through one channel"),
+    "resolve": Command("silence", "close the open alerts of an item (or a glob) by hand, with a reason"),
     "run": Command("run", "run the scheduler: built-in checks and cron.d drop-ins"),
     "silence": Command("silence", "mute the alerts of a check or drop-in (or a glob) for a while"),
     "silences": Command("silence", "list running silences, or end one"),
