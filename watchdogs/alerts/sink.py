@@ -20,7 +20,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Literal
 
-from notifiers.base import Message, Notifier, TransportError
+from notifiers.base import Message, Notifier, TransportError, scrub_message
 from notifiers.render import Templates, plain_message
 from watchdogs import humanize
 from watchdogs.alerts import health, outbox, records, schema, silences
@@ -83,7 +83,8 @@ class AlertSink:
     def _render(self, channel: str, batch: Batch) -> Message:
         """A broken template or channel plugin must not cost the alert: plain text instead."""
         try:
-            message = self.channels[channel].render(batch, self.templates)
+            message = scrub_message(self.channels[channel].render(batch, self.templates),
+                                    (s for c in self.channels.values() for s in c.secrets()))
             outbox.encode(message)  # a plugin's non-JSON `extra` must fail here, not in the tick
             return message
         except Exception:

@@ -17,6 +17,7 @@ from watchdogs.alerts import records, schema, silences
 from watchdogs.commands.base import CommandResult, config_from_args
 from watchdogs.errors import WatchdogsError
 from watchdogs.state.store import StateStore
+from watchdogs.textsafe import one_line
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -65,8 +66,8 @@ def silence(args: argparse.Namespace) -> CommandResult:
     with store.transaction() as db:
         made = silences.add(db, args.item, now, now + seconds, args.reason, whoami())
     matched = [k for k in known if made.matches(k)]
-    text = (f"silence {made.id}: {args.item!r} until {when(made.ends)} ({args.duration})"
-            + (f", reason: {args.reason}" if args.reason else "")
+    text = (f"silence {made.id}: {one_line(repr(args.item), 200)} until {when(made.ends)} ({args.duration})"
+            + (f", reason: {one_line(args.reason, 1000)}" if args.reason else "")
             + ("\nmatches: " + ", ".join(matched) if matched else
                "\nmatches no item seen so far (a drop-in that has not run yet is fine)"))
     return CommandResult(text, {"silence": _silence_data(made), "matches": matched})
@@ -100,7 +101,8 @@ def list_silences(args: argparse.Namespace) -> CommandResult:
                 raise WatchdogsError(f"no running silence with id {args.expire} (see `watchdogs silences`)")
         return CommandResult(f"silence {args.expire} ended", {"expired": args.expire})
     found = silences.listing(store.connection(), now, include_expired=args.all)
-    lines = [f"{s.id:>4}  {s.pattern:<30} until {when(s.ends)}{'' if s.active(now) else ' (ended)'}"
-             f"  by {s.author}{': ' + s.reason if s.reason else ''}" for s in found]
+    lines = [f"{s.id:>4}  {one_line(s.pattern, 200):<30} until {when(s.ends)}"
+             f"{'' if s.active(now) else ' (ended)'}  by {one_line(s.author, 100)}"
+             f"{': ' + one_line(s.reason, 1000) if s.reason else ''}" for s in found]
     text = "\n".join(lines) if lines else "no running silences"
     return CommandResult(text, {"silences": [_silence_data(s) | {"active": s.active(now)} for s in found]})
