@@ -84,6 +84,11 @@ class WebhookNotifier(Notifier):
         try:
             reply = requests.post(url, json=self.payload(message), headers=headers,
                                   timeout=self.opts["timeout"], verify=str(ca) if ca else True)
+        except (requests.exceptions.InvalidHeader, requests.exceptions.InvalidURL,
+                requests.exceptions.MissingSchema, requests.exceptions.InvalidSchema) as exc:
+            # The URL or a header as configured: no retry mends it.
+            text = self.scrub(f"webhook: {type(exc).__name__}: {exc}")
+            raise TransportError(text, permanent=True) from None
         except requests.RequestException as exc:
             words = network_words(exc, url, self.opts["timeout"])
             raise TransportError(self.scrub(f"webhook: {words}")) from None

@@ -24,7 +24,16 @@ line from a drop-in becomes this much and a note of how much more there was."""
 
 
 def _escape(match: re.Match[str]) -> str:
-    char = match.group()
+    return _escape_char(match.group())
+
+
+def control_characters(text: str) -> str:
+    """The control characters `text` holds (line breaks and tabs included), shown: "'\\r', '\\n'"."""
+    found = sorted(set(re.findall(f"[{_CONTROLS}\n\t]", text)))
+    return ", ".join(f"'{_escape_char(c)}'" for c in found)
+
+
+def _escape_char(char: str) -> str:
     code = ord(char)
     return _NAMED.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
 

@@ -74,6 +74,12 @@ def deliver(notifier: Notifier, message: Message) -> TransportError | None:
     except TransportError as exc:
         exc.message = notifier.scrub(exc.message)
         return exc
+    except (ValueError, TypeError, UnicodeError) as exc:
+        # The message or the channel's settings cannot be sent as they are (a CR in an
+        # address, a header value a library refuses): the same bytes fail the same way on
+        # every retry. Permanent: the channel is reported broken once, not retried every 30 s.
+        return TransportError(notifier.scrub(f"cannot be sent as configured: {type(exc).__name__}: {exc}"),
+                              permanent=True)
     except Exception as exc:  # noqa: BLE001 - a broken channel plugin must not stop the others
         return TransportError(notifier.scrub(f"{type(exc).__name__}: {exc}"))
     return None
