@@ -60,11 +60,12 @@ def bounded(text: str, limit: int = FIELD_LIMIT) -> str:
 
 
 def safe_output(text: str, hidden: tuple[str, ...] = ()) -> str:
-    """What a command prints: known secret values masked, token-shaped parts (URL user
+    """What a command prints: known secret values masked (`hidden`, and those the channels
+    built in this process have read: `hide_in_logs`), token-shaped parts (URL user
     information and queries, webhook paths) masked, control characters made visible."""
     from watchdogs.redact import MASK, scrub_text
 
-    for value in sorted(hidden, key=len, reverse=True):
+    for value in sorted(set(hidden) | _registered(), key=len, reverse=True):
         if len(value) >= 4:
             text = text.replace(value, MASK)
     return visible(scrub_text(text))
@@ -72,13 +73,30 @@ def safe_output(text: str, hidden: tuple[str, ...] = ()) -> str:
 
 class SafeRecords(logging.Filter):
     """On a log handler: each record's message with secrets masked and control characters
-    escaped, so one record is one line (a drop-in's name or output cannot forge a second)."""
+    escaped, so one record is one line (a drop-in's name or output cannot forge a second).
+    `hidden` holds the secret values the channels have read (see `hide_in_logs`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hidden: set[str] = set()
 
     def filter(self, record: logging.LogRecord) -> bool:
-        from watchdogs.redact import scrub_text
-
         message = record.getMessage()
-        safe = visible(scrub_text(message), newlines=False)
+        safe = visible(safe_output(message, tuple(self.hidden)), newlines=False)
         if safe != message:
             record.msg, record.args = safe, None
         return True
+
+
+def _registered() -> set[str]:
+    return {v for handler in logging.getLogger().handlers for f in handler.filters
+            if isinstance(f, SafeRecords) for v in f.hidden}
+
+
+def hide_in_logs(values: tuple[str, ...]) -> None:
+    """Teach the SafeRecords filters of the root logger's handlers these secret values: a
+    drop-in that prints the SMTP password must not put it into the scheduler's log."""
+    for handler in logging.getLogger().handlers:
+        for found in handler.filters:
+            if isinstance(found, SafeRecords):
+                found.hidden.update(v for v in values if len(v) >= 4)

@@ -4,10 +4,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from notifiers.base import Message, Notifier, TransportError
+from notifiers.base import Message, Notifier, TransportError, known_values
 from watchdogs.config.model import Config, NotifyConfig
 from watchdogs.errors import SecretError, WatchdogsError
 from watchdogs.plugins import NOTIFIERS_GROUP, Registry, load_group
+from watchdogs.textsafe import hide_in_logs
 
 LOG = logging.getLogger("watchdogs.alerts")
 
@@ -39,6 +40,7 @@ def preflight(channels: Mapping[str, Notifier]) -> dict[str, str]:
         except SecretError as exc:
             problems[name] = str(exc)
             LOG.error("%s (alerts for this channel will wait in the outbox)", exc)
+    hide_in_logs(known_values(channels.values()))
     return problems
 
 
@@ -63,6 +65,7 @@ def build_working_channels(config: Config, disabled: Mapping[str, list[str]] | N
             LOG.error("channel %s disabled: %s", cfg.name, reason)
             continue
         working[cfg.name] = channel
+    hide_in_logs(known_values(working.values()))
     return working, broken
 
 
