@@ -3,6 +3,7 @@ children that hang too: nothing it started outlives the timeout, and a tick whos
 Slurm command hangs ends within one command timeout, not one per command."""
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -58,10 +59,8 @@ def hung_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     yield pids
     for pid in started(pids):  # a failing test must not leave them either
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, 9)
-        except ProcessLookupError:
-            pass
 
 
 def started(pids: Path) -> list[int]:

@@ -5,6 +5,7 @@ logfile channel), then every output, every delivered message and every command s
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ SECRETS = ("PWinURL-5521", "TokInQuery-9912", "SigInQuery-3381", "QueryFromDropi
 
 
 @pytest.fixture
-def smtp_login() -> SmtpServer:
+def smtp_login() -> Iterator[SmtpServer]:
     with SmtpServer(users={"wd": PASSWORD}) as server:
         yield server
 
