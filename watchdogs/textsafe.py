@@ -88,6 +88,16 @@ class SafeRecords(logging.Filter):
         return True
 
 
+def masked(text: str) -> str:
+    """`text` with the secrets the channels of this process have read, and anything
+    token-shaped, masked (control characters kept: see `visible` for showing it)."""
+    from watchdogs.redact import MASK, scrub_text
+
+    for value in sorted(_registered(), key=len, reverse=True):
+        text = text.replace(value, MASK)
+    return scrub_text(text)
+
+
 def _registered() -> set[str]:
     return {v for handler in logging.getLogger().handlers for f in handler.filters
             if isinstance(f, SafeRecords) for v in f.hidden}
