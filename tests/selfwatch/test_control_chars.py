@@ -146,3 +146,33 @@ def test_alerts_names_the_killed_process_that_still_holds_a_message(site: Site) 
     line = next(x for x in done.stdout.splitlines() if x.strip().startswith("#"))
     assert f"being sent by pid {proc.pid} on {socket.gethostname()} since " in line, line
     assert "retried after " in line and "0 attempt(s), next in 0 s" not in line
+
+
+@pytest.mark.timeout(120)
+def test_an_error_no_retry_mends_is_told_once_at_once_and_not_retried_every_30_s(
+        site: Site, smtp: SmtpServer) -> None:
+    import time
+
+    from tests.helpers import wait_for
+    from tests.notifiers.fakes import FakeHTTP
+
+    with FakeHTTP() as http:
+        http.default.status = 400
+        http.default.body = "unknown hook"
+        mail_config(site, smtp, tables=f'[[notify]]\nname = "hook"\ntype = "webhook"\nurl = "{http.url}/h"\n')
+        site.dropin("bad", script("echo 'CRITICAL - bad'\nexit 2"))
+        proc = site.popen("run")  # the foreground scheduler, ticking every second
+        try:
+            wait_for(lambda: any("alert channel hook" in r.data.decode() for r in smtp.received),
+                     timeout=60, what="the news that channel hook is broken")
+            time.sleep(5)  # five more ticks: a retry every tick (or every 30 s) would show here
+            alerts = site.watchdogs("alerts")
+        finally:
+            proc.terminate()
+            proc.wait(20)
+        tries = len(http.seen)
+    told = [r for r in smtp.received if "alert channel hook" in r.data.decode()]
+    assert len(told) == 1, "the broken channel is told once, at once"
+    assert "HTTP 400" in told[0].data.decode()
+    assert tries == 1, f"a permanent error was retried {tries} times within seconds"
+    assert "next in 1 h" in alerts.stdout or "next in 59 min" in alerts.stdout, alerts.stdout
