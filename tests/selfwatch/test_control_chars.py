@@ -77,8 +77,9 @@ def test_a_50_mb_line_becomes_a_bounded_alert_line(site: Site, smtp: SmtpServer)
     with_logfile(site, smtp)
     site.dropin("flood", script("printf 'CRITICAL - '\nhead -c 50000000 /dev/zero | tr '\\0' 'x'\n"
                                 "echo\nexit 2"))
-    site.watchdogs("run", "--once", timeout=150)
+    once = site.watchdogs("run", "--once", timeout=150)
     status = site.watchdogs("status")
+    assert max(len(line) for line in (once.stdout + once.stderr).splitlines()) < 6000
     lines = (site.root / "alerts.log").read_text().splitlines()
     flood = [line for line in lines if "cron.hourly/flood" in line]
     assert flood and max(len(line) for line in flood) < 6000, [len(x) for x in flood]

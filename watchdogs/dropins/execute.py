@@ -26,7 +26,7 @@ from watchdogs import humanize
 from watchdogs.dropins import reaper
 from watchdogs.dropins.capture import DEFAULT_CAP, CappedStream
 from watchdogs.result import CheckResult, Status, parse_plugin_output
-from watchdogs.textsafe import masked
+from watchdogs.textsafe import bounded, masked
 
 KILL_GRACE_S = 5.0
 DRAIN_S = 10.0
@@ -168,10 +168,10 @@ def _with_leftovers(result: CheckResult, leftovers: Sequence[str]) -> CheckResul
 
 
 def _masked(result: CheckResult | None) -> CheckResult | None:
-    """A drop-in's words with the channels' secrets masked before anything stores or shows
-    them: a drop-in that prints the SMTP password must not put it into the state database,
-    `status`, `alerts` or a message."""
+    """A drop-in's words with the channels' secrets masked and each field bounded before
+    anything stores or shows them: a drop-in that prints the SMTP password must not put it
+    into the state database, `status`, `alerts` or a message; a 50 MB line is not stored."""
     if result is None:
         return None
-    return dataclasses.replace(result, summary=masked(result.summary),
-                               details=tuple(masked(d) for d in result.details))
+    return dataclasses.replace(result, summary=bounded(masked(result.summary)),
+                               details=tuple(bounded(masked(d)) for d in result.details))
