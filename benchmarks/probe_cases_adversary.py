@@ -93,7 +93,7 @@ def no_raw_controls(root: Path, outs: Sequence[Outcome]) -> str | None:
         text = log.read_text(errors="replace")
         if RAW.search(text):
             return "a raw control character in the logfile channel"
-        if any(not line.startswith(("20", "19")) or " WATCHDOGS " not in line for line in text.splitlines()):
+        if any(" WATCHDOGS " not in line or " event=" not in line for line in text.splitlines()):
             return "a forged line in the logfile channel"
     return None
 
@@ -115,6 +115,9 @@ def _control_probes() -> list[Probe]:
               no_raw_controls,
               setup=dropin("painter", "#!/bin/sh\nprintf 'CRITICAL - \\033[31mred\\033[0m \\302\\233 "
                                       "\\342\\200\\256 \\033]0;title\\007\\n'\nexit 2\n")),
+        Probe("controls", "a newline in [alerts] cluster forges a logfile line",
+              BASE + '[alerts]\ncluster = "c\\n2026-01-01T00:00:00+00:00 WATCHDOGS RESOLVED t"\n' + LOGFILE,
+              show, no_raw_controls, setup=dropin("bad", "#!/bin/sh\necho 'CRITICAL - x'\nexit 2\n")),
         Probe("controls", "escape sequence in a silence reason", BASE,
               [[["silence", "x", "--for", "1h", "--reason", "a\x1b[2Jb\nforged"]], [["silences"]],
                [["status"]]],

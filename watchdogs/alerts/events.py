@@ -109,6 +109,12 @@ class Batch:
     host: str
     key: str = ""
 
+    def __post_init__(self) -> None:
+        """The cluster's name comes from the config or $SLURM_CLUSTER_NAME and reaches the
+        subject and every logfile line: one bounded line too."""
+        object.__setattr__(self, "cluster", one_line(self.cluster, CONTEXT_LIMIT))
+        object.__setattr__(self, "host", one_line(self.host, CONTEXT_LIMIT))
+
     @property
     def problems(self) -> tuple[AlertEvent, ...]:
         return tuple(e for e in self.events if e.state not in ("resolved", "notice"))
