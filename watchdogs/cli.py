@@ -194,13 +194,16 @@ def _answer(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     import logging
 
     from watchdogs.errors import WatchdogsError
+    from watchdogs.textsafe import SafeRecords, safe_output
 
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(SafeRecords())  # one record, one line, no secret, whoever logs it
     try:
         result = _run(args)
     except WatchdogsError as exc:
-        print(f"watchdogs: error: {exc}", file=sys.stderr)
+        print(f"watchdogs: error: {safe_output(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130

@@ -26,6 +26,7 @@ from watchdogs.scheduler.startup import (
 from watchdogs.scheduler.stopflag import StopFlag
 from watchdogs.sink import ItemOutcome, ResultSink
 from watchdogs.state.store import open_store
+from watchdogs.textsafe import one_line
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -85,7 +86,7 @@ def _once(args: argparse.Namespace) -> CommandResult:
     for run in report.runs:
         status = run.result.status.name if run.result else "UNKNOWN"
         summary = run.result.summary if run.result else "interrupted"
-        lines.append(f"{status:<8} {run.item}: {summary}")
+        lines.append(f"{status:<8} {one_line(run.item, 200)}: {one_line(summary)}")
         items.append({"item": run.item, "kind": run.kind, "status": status, "summary": summary,
                       "details": list(run.result.details) if run.result else [], "log": run.log,
                       "job_id": run.job_id, "seconds": round(run.finished - run.started, 3)})

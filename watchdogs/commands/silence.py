@@ -18,6 +18,7 @@ from watchdogs.config import Config
 from watchdogs.errors import WatchdogsError
 from watchdogs.scheduler import changes
 from watchdogs.state.store import StateStore
+from watchdogs.textsafe import one_line
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -73,9 +74,10 @@ def silence(args: argparse.Namespace) -> CommandResult:
                                                    "reason": args.reason})
     changes.describe(done, how)
     matched = [k for k in known if fnmatch.fnmatchcase(k, args.item)]
-    head = (f"silence {done.data['id']}: {args.item!r} until {when(float(done.data['ends']))}"
-            if done is not None else f"silence of {args.item!r} for {args.duration} QUEUED, not yet applied")
-    text = (f"{head} ({args.duration})" + (f", reason: {args.reason}" if args.reason else "")
+    shown = one_line(repr(args.item), 200)
+    head = (f"silence {done.data['id']}: {shown} until {when(float(done.data['ends']))}"
+            if done is not None else f"silence of {shown} for {args.duration} QUEUED, not yet applied")
+    text = (f"{head} ({args.duration})" + (f", reason: {one_line(args.reason, 1000)}" if args.reason else "")
             + ("\nmatches: " + ", ".join(matched) if matched else
                "\nmatches no item seen so far (a drop-in that has not run yet is fine)")
             + f"\n{how}")
@@ -122,7 +124,8 @@ def list_silences(args: argparse.Namespace) -> CommandResult:
                              {"expired": args.expire, "applied": done is not None, "how": how}, code)
     has = store is not None and has_table(store, "silences")
     found = silences.listing(store.connection(), now, include_expired=args.all) if has and store else []
-    lines = [f"{s.id:>4}  {s.pattern:<30} until {when(s.ends)}{'' if s.active(now) else ' (ended)'}"
-             f"  by {s.author}{': ' + s.reason if s.reason else ''}" for s in found]
+    lines = [f"{s.id:>4}  {one_line(s.pattern, 200):<30} until {when(s.ends)}"
+             f"{'' if s.active(now) else ' (ended)'}  by {one_line(s.author, 100)}"
+             f"{': ' + one_line(s.reason, 1000) if s.reason else ''}" for s in found]
     text = "\n".join(lines) if lines else "no running silences"
     return CommandResult(text, {"silences": [_silence_data(s) | {"active": s.active(now)} for s in found]})

@@ -22,6 +22,7 @@ from watchdogs.scheduler.changes import reader
 from watchdogs.scheduler.statusview import ago, gather, view_info
 from watchdogs.slurmctl.runner import run_slurm
 from watchdogs.state.store import StateStore
+from watchdogs.textsafe import one_line
 
 LOG = logging.getLogger("watchdogs.status")
 
@@ -43,11 +44,11 @@ def status(args: argparse.Namespace) -> CommandResult:
     finally:
         if store is not None:
             store.close()  # now, not at exit: the CLI may leave without the interpreter's teardown
-    data["disabled_channels"] = _disabled(config, set_aside)
+    data["disabled_channels"], hidden = _disabled(config, set_aside)
     code, summary = _verdict(data)
     data["exit_code"] = code
     text = summary + "\n" + render(data, config.scheduler.heartbeat_stale)
-    return CommandResult(text, data, exit_code=code)
+    return CommandResult(text, data, exit_code=code, hidden=hidden)
 
 
 _CODES = {"OK": 0, "WARNING": 1, "CRITICAL": 2, "UNKNOWN": 3}
@@ -92,8 +93,11 @@ def _alerts(store: StateStore | None) -> dict[str, Any] | None:
             "failing_channels": failing}
 
 
-def _disabled(config: Config, set_aside: dict[str, list[ConfigProblem]]) -> dict[str, list[str]]:
-    """Channels the scheduler leaves out (config problems, secrets it cannot read), why."""
+def _disabled(config: Config, set_aside: dict[str, list[ConfigProblem]]
+              ) -> tuple[dict[str, list[str]], tuple[str, ...]]:
+    """Channels the scheduler leaves out (config problems, secrets it cannot read), why; and
+    the secrets of the others, which a drop-in's output shown here must not reveal."""
+    from notifiers.base import known_values
     from watchdogs.alerts.channels import build_working_channels
 
     reasons = {name: [f"{p.key}: expected {p.expected}" for p in found] for name, found in set_aside.items()}
@@ -101,7 +105,8 @@ def _disabled(config: Config, set_aside: dict[str, list[ConfigProblem]]) -> dict
     level = quiet.level
     quiet.setLevel(logging.CRITICAL)  # status says it below, once, not as a log line
     try:
-        return build_working_channels(config, reasons)[1]
+        working, broken = build_working_channels(config, reasons)
+        return broken, known_values(working.values())
     finally:
         quiet.setLevel(level)
 
@@ -125,7 +130,7 @@ def render(data: dict[str, Any], stale_after: float) -> str:
     if data["refused"]:
         lines.append("")
         lines.append(f"NOT RUN ({len(data['refused'])}; each line says why):")
-        lines += [f"  {r['path']}: {r['reason']}" for r in data["refused"]]
+        lines += [f"  {one_line(str(r['path']), 500)}: {one_line(r['reason'])}" for r in data["refused"]]
     lines.append("")
     lines.append(f"logs: runs in {data['logs']['runs']}/<item>/, scheduler in {data['logs']['scheduler']}/")
     return "\n".join(lines)
@@ -180,7 +185,8 @@ def _item_table(items: list[dict[str, Any]], now: float) -> list[str]:
             result += f" (job {i['job_id']} {i['job_state'] or 'gone'})"
         last = "running now" if i["running_since"] else ago(now - i["last_run"]) if i["last_run"] else "never"
         nxt = "-" if i["next_run"] is None else "now" if i["next_run"] < now + 1 else ago(now - i["next_run"])
-        rows.append((i["item"], i["kind"], i["schedule"], last, result, nxt, i["summary"] or ""))
+        rows.append((one_line(i["item"], 200), i["kind"], i["schedule"], last, result, nxt,
+                     one_line(i["summary"] or "", 1000)))
     widths = [max(len(r[c]) for r in rows) for c in range(6)]
     return ["  ".join(cell.ljust(w) for cell, w in zip(r[:6], widths, strict=True)) + "  " + r[6]
             for r in rows]

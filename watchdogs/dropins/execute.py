@@ -26,6 +26,7 @@ from watchdogs import humanize
 from watchdogs.dropins import reaper
 from watchdogs.dropins.capture import DEFAULT_CAP, CappedStream
 from watchdogs.result import CheckResult, Status, parse_plugin_output
+from watchdogs.textsafe import bounded, masked
 
 KILL_GRACE_S = 5.0
 DRAIN_S = 10.0
@@ -64,7 +65,7 @@ class DropInProcess:
             except OSError as exc:
                 code, output, errors = None, "", f"cannot run {self.argv[0]}: {exc.strerror or exc}"
         leftovers = self._leftovers()
-        result = self._result(code, output, errors)
+        result = _masked(self._result(code, output, errors))
         if result is not None and leftovers:
             result = _with_leftovers(result, leftovers)
         self._append_footer(errors, code, time.monotonic() - started, result, leftovers)
@@ -167,3 +168,13 @@ def _with_leftovers(result: CheckResult, leftovers: Sequence[str]) -> CheckResul
     status = max(result.status, Status.WARNING) if result.status != Status.UNKNOWN else result.status
     return dataclasses.replace(result, status=status, summary=summary,
                                details=(*result.details, *(f"killed leftover: {x}" for x in leftovers)))
+
+
+def _masked(result: CheckResult | None) -> CheckResult | None:
+    """A drop-in's words with the channels' secrets masked and each field bounded before
+    anything stores or shows them: a drop-in that prints the SMTP password must not put it
+    into the state database, `status`, `alerts` or a message; a 50 MB line is not stored."""
+    if result is None:
+        return None
+    return dataclasses.replace(result, summary=bounded(masked(result.summary)),
+                               details=tuple(bounded(masked(d)) for d in result.details))
