@@ -112,7 +112,9 @@ class Guard:
             self._stop_at_start(Cause.KILL_SWITCH, f"kill switch {self.config.kill_switch} is present")
         lifecycle.check_saving(self.saver, self.rank, self._anyone, self.heartbeat)
         if self.checkpoints is not None and self._load_fn is not None:
-            self.resumed = self.checkpoints.resume(self._load_fn)
+            self.resumed = self.checkpoints.resume(self._load_fn, self.config.start_over)
+        if self.checkpoints is not None:   # also after an integration's own resume
+            lifecycle.report_fallback(self.checkpoints, self.heartbeat)
         self.last_step = self.resumed.step if self.resumed else -1
         self._protect_against_requeue_loop()
         lifecycle.start_deadline(self.config, self.job, self.deadline, self.sensors,

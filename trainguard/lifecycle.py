@@ -16,7 +16,7 @@ from pathlib import Path
 
 from trainguard.agreement import Agreement, initialized_dist
 from trainguard.causes import EXIT_CANNOT_SAVE, Action, Cause, Decision, Save
-from trainguard.checkpoint import Checkpoint
+from trainguard.checkpoint import Checkpoint, Checkpoints
 from trainguard.config import GuardConfig
 from trainguard.deadline import Deadline, slurm_query
 from trainguard.forced_exit import ForcedExit
@@ -90,6 +90,13 @@ def check_saving(saver: Saver, rank: int, anyone: Callable[[bool], bool],
                 "without a checkpoint and without requeue (exit %d)", saver.problem, EXIT_CANNOT_SAVE)
     if heartbeat is not None:
         heartbeat.problem = saver.problem
+
+
+def report_fallback(checkpoints: Checkpoints, heartbeat: HeartbeatWriter | None) -> None:
+    """A resume that passed over damaged checkpoints is told to the cluster-side check
+    (the heartbeat's `problem`, for this run), not only to the log."""
+    if checkpoints.fallback is not None and heartbeat is not None and not heartbeat.problem:
+        heartbeat.problem = checkpoints.fallback.describe()
 
 
 def without_save(decision: Decision, step: int, problem: str) -> Decision:

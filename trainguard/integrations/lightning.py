@@ -69,7 +69,7 @@ class TrainguardCallback(pl.Callback):
         if not self._resolved:
             self._resolved = True
             ckpts = self.guard.checkpoints
-            self.guard.resumed = ckpts.resume(_check_loadable) if ckpts is not None else None
+            self.guard.resumed = ckpts.resume(_check_loadable, self.guard.config.start_over) if ckpts is not None else None
         resumed = self.guard.resumed
         return str(resumed.path / CKPT_FILE) if resumed is not None else None
 
