@@ -16,7 +16,7 @@ from watchdogs.config.options import (
     string_list,
     timeout,
 )
-from watchdogs.config.paths import DIR, DIR_OR_NEW, name, slurm_name
+from watchdogs.config.paths import DIR_OR_NEW, DIR_OR_NEW_TRUSTED, DIR_TRUSTED, name, slurm_name
 
 
 def http_url(value: object) -> str:
@@ -28,7 +28,7 @@ def http_url(value: object) -> str:
 
 SCHEDULER = {
     "state_dir": Option(path, default="~/.local/state/watchdogs",
-                        help="SQLite state and run logs", exists=DIR_OR_NEW),
+                        help="SQLite state and run logs", exists=DIR_OR_NEW_TRUSTED),
     "cron_dir": Option(path, default=None, help="default: cron.d beside the config",
                        exists=DIR_OR_NEW),
     "tick": Option(period, default=10.0, help="how often due items are gathered and run"),
@@ -60,7 +60,7 @@ ALERTS = {
     "repeat_every": Option(duration, default=4 * 3600.0),
     "after": Option(integer(1), default=1),
     "channel_down_after": Option(duration, default=1800.0),
-    "templates": Option(path, default=None, help="folder of user templates", exists=DIR),
+    "templates": Option(path, default=None, help="folder of user templates", exists=DIR_TRUSTED),
     "cluster": Option(string, default=None, help="cluster name shown in messages"),
 }
 
