@@ -2,6 +2,7 @@
 the training's own log, so whoever reads it sees the watchdog's verdicts in place)."""
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Mapping
 from typing import ClassVar
@@ -31,8 +32,21 @@ class LogfileNotifier(Notifier):
             raise TransportError(f"cannot append to {self.opts['path']}: {exc.strerror}") from None
 
     def _append(self, data: bytes) -> None:
-        """One O_APPEND write, so lines from several writers never interleave mid-line."""
-        fd = os.open(self.opts["path"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        """One O_APPEND write, so lines from several writers never interleave mid-line.
+        Never through another user's symlink (a training log folder others can write to
+        would let them point the alerts into your ~/.bashrc): see watchdogs.trust."""
+        target = self.opts["path"]
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+        try:
+            fd = os.open(target, flags | os.O_NOFOLLOW, 0o644)
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+            owner = os.lstat(target).st_uid
+            if owner not in (os.getuid(), 0):
+                raise TransportError(f"not appending to {target}: it is a symlink owned by uid {owner}, "
+                                     "not by you or root (see docs/trust.md)", permanent=True) from None
+            fd = os.open(target, flags, 0o644)
         try:
             while data:
                 data = data[os.write(fd, data):]
