@@ -28,7 +28,7 @@ class GuardConfig:
     checkpoint_dir: Path | None = None       # shared storage; None: the guard saves nothing
     keep: int = 2                            # complete checkpoints kept (never fewer than 2)
     scratch_dir: Path | None = None          # e.g. $SLURM_TMPDIR: save here, copy to shared at exit
-    start_over: bool = False                 # every checkpoint damaged: start from step 0 (else CheckpointError)
+    start_over: bool = False                 # all checkpoints damaged: start at 0, not CheckpointError
     # --- signals ---
     signals: tuple[signal.Signals, ...] = DEFAULT_SIGNALS
     forced_exit: float | None = None         # s after a stop cause; None: from the time left; 0: off
