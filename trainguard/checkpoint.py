@@ -230,6 +230,11 @@ class Checkpoints:
         shutil.rmtree(old, ignore_errors=True)
         self.prune(final.parent)
 
+    def discard_partial(self, step: int) -> None:
+        """Remove what a failed save of `step` left (rank 0): its temporary folder."""
+        if self.rank == 0:
+            shutil.rmtree(self.save_root / f".tmp-{step_name(step)}", ignore_errors=True)
+
     def prune(self, base: Path) -> None:
         """Keep the newest `keep` complete checkpoints; remove older ones and leftovers of
         interrupted saves (temporary directories are re-created by the next save anyway)."""

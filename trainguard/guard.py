@@ -241,11 +241,15 @@ class Guard:
         """Save if the policy says so; then continue (return) or stop (exit the process)."""
         if decision.save and self.saver.problem:
             decision = lifecycle.without_save(decision, step, self.saver.problem)
-        action = decision.action
         self.arm_forced_exit(decision)
-        if decision.save:
-            self.save(step)
-        elif action.stop and not self.saver.problem:
+        wanted = decision.save
+        if wanted:
+            try:
+                self.save(step)
+            except OSError as exc:   # a full or failing checkpoint disk: said, never a traceback
+                decision = lifecycle.save_failed(decision, step, exc, self.checkpoints, self.heartbeat)
+        action = decision.action
+        if not wanted and action.stop and not self.saver.problem:
             log.warning("trainguard: not saving (%s)", "policy" if action.save.value == "never"
                         else "a save would not finish before SIGKILL")
         if Cause.SAVE_SWITCH in decision.causes and self.files is not None:

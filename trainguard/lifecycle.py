@@ -99,6 +99,34 @@ def report_fallback(checkpoints: Checkpoints, heartbeat: HeartbeatWriter | None)
         heartbeat.problem = checkpoints.fallback.describe()
 
 
+def save_failed(decision: Decision, step: int, exc: OSError, checkpoints: Checkpoints | None,
+                heartbeat: HeartbeatWriter | None) -> Decision:
+    """A save the policy asked for failed (ENOSPC, EDQUOT, EIO...). The last good checkpoint
+    is untouched (a save commits by rename, after its marker); the partial one is removed,
+    which also gives back the space it took. A stop then exits EXIT_CANNOT_SAVE without a
+    requeue: the requeued run would resume from the older checkpoint and meet the same disk."""
+    why = exc.strerror or str(exc)
+    last = checkpoints.latest() if checkpoints is not None else None
+    if checkpoints is not None:
+        checkpoints.discard_partial(step)
+    kept = (f"the last good checkpoint, step {last.step} ({last.path}), is kept" if last is not None
+            else "there is no earlier checkpoint")
+    problem = f"cannot write into the checkpoint folder: saving step {step} failed: {why}"
+    if heartbeat is not None:
+        heartbeat.problem = problem
+    action = decision.action
+    if not action.stop:
+        log.error("trainguard: saving step %d (%s) failed: %s; %s; continuing", step,
+                  decision.cause.label, why, kept)
+        return replace(decision, action=replace(action, save=Save.NEVER))
+    code = EXIT_CANNOT_SAVE if action.requeue else action.exit_code
+    requeue = ("not requeued: a requeued run would resume from an older checkpoint and meet the same "
+               "disk; free space, then resubmit" if action.requeue else "no requeue (as the policy says)")
+    log.error("trainguard: stop requested (%s) after step %d, but saving it failed: %s; %s; %s "
+              "(exit %d)", decision.cause.label, step, why, kept, requeue, code)
+    return replace(decision, action=Action(Save.NEVER, stop=True, requeue=False, exit_code=code))
+
+
 def without_save(decision: Decision, step: int, problem: str) -> Decision:
     """The decision when no checkpoint can be written: never a requeue (the next run would
     start again from an older checkpoint, or from nothing, and meet the same folder)."""

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import argparse
 import logging
+from datetime import datetime, timezone
 
-from watchdogs.alerts import build_sink
-from watchdogs.commands.base import CommandResult, config_from_args
-from watchdogs.config import find_config_path
-from watchdogs.errors import WatchdogsError
+from watchdogs.alerts import build_sink, selfalerts
+from watchdogs.commands.base import CommandResult
+from watchdogs.config import find_config_path, load_config
+from watchdogs.errors import ConfigProblem, WatchdogsError
 from watchdogs.plugins import CHECKS_GROUP, load_group
+from watchdogs.result import Status
 from watchdogs.scheduler.instance import run_instance
 from watchdogs.scheduler.once import run_once
-from watchdogs.scheduler.startup import open_state
+from watchdogs.scheduler.startup import channel_reasons, open_state
 from watchdogs.scheduler.stopflag import StopFlag
 
 
@@ -43,13 +45,23 @@ def run(args: argparse.Namespace) -> CommandResult:
 
 
 def _once(args: argparse.Namespace) -> CommandResult:
-    config = config_from_args(args)
+    # As the foreground scheduler does: a [[notify]] table with a problem (a secret file
+    # others can read) disables that channel alone, and the other channels are told.
+    broken: dict[str, list[ConfigProblem]] = {}
+    config = load_config(find_config_path(args.config), broken_channels=broken)
     state = open_state(config.scheduler.state_dir)  # full or broken: a scratch state, said in the log
     if state.note:
         logging.getLogger("watchdogs.state").warning("%s", state.note)
-    report = run_once(config, state.store, build_sink(config, state.store), load_group(CHECKS_GROUP),
-                      due_only=args.due)
-    lines, items = [], []
+    sink = build_sink(config, state.store)
+    disabled = channel_reasons(broken)
+    if disabled:
+        now = datetime.now(timezone.utc)
+        working = [n.name for n in config.notifiers if n.enabled]
+        sink.handle([selfalerts.channel_disabled(name, disabled[name], now, working)
+                     for name in sorted(disabled)], now)
+    report = run_once(config, state.store, sink, load_group(CHECKS_GROUP), due_only=args.due)
+    lines = [f"DISABLED channel {name}: {'; '.join(why)}" for name, why in sorted(disabled.items())]
+    items = []
     for run in report.runs:
         status = run.result.status.name if run.result else "UNKNOWN"
         summary = run.result.summary if run.result else "interrupted"
@@ -64,5 +76,6 @@ def _once(args: argparse.Namespace) -> CommandResult:
         lines.append("nothing due" if args.due else "nothing to run: no checks and no drop-ins")
     data = {"items": items, "refused": [{"path": r.path, "reason": r.reason} for r in report.refused],
             "skipped": [{"item": s.item, "reason": s.reason} for s in report.skipped],
-            "worst": report.worst.name}
-    return CommandResult("\n".join(lines), data, exit_code=int(report.worst))
+            "worst": report.worst.name, "disabled_channels": disabled}
+    worst = max(int(report.worst), int(Status.CRITICAL) if disabled else 0)
+    return CommandResult("\n".join(lines), data, exit_code=worst)
