@@ -73,6 +73,7 @@ class Guard:
                        if cfg.forced_exit != 0 else None)
         self.hang = hang_watch(self)   # the progress watchdog (trainguard.hang), None when off
         self.resumed: Checkpoint | None = None
+        self.save_failure = ""    # why the last save failed ("" when it worked)
         self.last_step = -1
         self._started = self._resumed_done = self._finished = self._exiting = False
         now = clock()
@@ -243,11 +244,8 @@ class Guard:
             decision = lifecycle.without_save(decision, step, self.saver.problem)
         self.arm_forced_exit(decision)
         wanted = decision.save
-        if wanted:
-            try:
-                self.save(step)
-            except OSError as exc:   # a full or failing checkpoint disk: said, never a traceback
-                decision = lifecycle.save_failed(decision, step, exc, self.checkpoints, self.heartbeat)
+        if wanted and self.save(step) is None and self.save_failure:
+            decision = lifecycle.save_failed(decision, step, self.save_failure, self.checkpoints)
         action = decision.action
         if not wanted and action.stop and not self.saver.problem:
             log.warning("trainguard: not saving (%s)", "policy" if action.save.value == "never"
@@ -273,11 +271,20 @@ class Guard:
 
     def save(self, step: int) -> Checkpoint | None:
         """Save and commit checkpoint `step` now (also for the training's periodic saves, so
-        the guard knows how long a save takes). Saves each step at most once."""
+        the guard knows how long a save takes). Saves each step at most once. A save that
+        fails (a full disk, a quota, the writer's own error) returns None and is said in
+        the log and the heartbeat (`save_failure`); the training goes on, the last good
+        checkpoint stays, and a stop then exits without requeue."""
         if not self.saver.due(step):
             return None
         self._beat(step, "saving")
-        ckpt, elapsed = self.saver.save(step)
+        try:
+            ckpt, elapsed = self.saver.save(step)
+        except Exception as exc:  # noqa: BLE001 - the writer may raise anything (torch: RuntimeError)
+            self.save_failure = lifecycle.save_failure(step, exc, self.checkpoints, self.heartbeat)
+            self._beat(step, "train")
+            return None
+        self.save_failure = ""
         self._saved(step, elapsed, ckpt.path)
         return ckpt
 

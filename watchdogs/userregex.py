@@ -35,7 +35,13 @@ def compile_user(text: str) -> Pattern:
     return regex.compile(text, flags=regex.VERSION0)
 
 
+def _bounded(pattern: Pattern) -> Pattern:
+    """A plain `re` pattern (a caller's own) is recompiled: only `regex` can be bounded."""
+    return pattern if isinstance(pattern, regex.Pattern) else compile_user(pattern.pattern)
+
+
 def finditer(pattern: Pattern, text: str, what: str) -> Iterator[Any]:
+    pattern = _bounded(pattern)
     try:
         yield from pattern.finditer(text, timeout=MATCH_TIMEOUT, concurrent=True)
     except TimeoutError:
@@ -43,6 +49,7 @@ def finditer(pattern: Pattern, text: str, what: str) -> Iterator[Any]:
 
 
 def fullmatch(pattern: Pattern, text: str, what: str) -> Any:
+    pattern = _bounded(pattern)
     try:
         return pattern.fullmatch(text, timeout=MATCH_TIMEOUT, concurrent=True)
     except TimeoutError:

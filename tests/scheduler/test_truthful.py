@@ -20,7 +20,7 @@ def http_500() -> Iterator[tuple[str, list[bytes]]]:
     bodies: list[bytes] = []
 
     class Failing(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - the http.server API
+        def do_POST(self) -> None:
             bodies.append(self.rfile.read(int(self.headers.get("Content-Length", 0))))
             self.send_response(500)
             self.end_headers()
