@@ -26,6 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from probe_cases import PROBES, Outcome, Probe
 
+PROBES = [*PROBES, *__import__("probe_cases_harm").PROBES]  # issue 28 (harm): trust, freeze, truth
+
 VERDICTS = ("handled", "traceback", "hang", "wrong")
 
 
