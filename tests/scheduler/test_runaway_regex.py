@@ -60,3 +60,33 @@ def _row_fields() -> dict[str, object]:
     import dataclasses
 
     return {f.name: ("" if f.type in ("str", str) else None) for f in dataclasses.fields(JobRow)}
+
+
+def _alive(marker: str) -> list[int]:
+    return [int(p) for p in subprocess.run(["pgrep", "-f", marker], capture_output=True,
+                                           text=True).stdout.split()]
+
+
+@pytest.mark.timeout(60)
+def test_sigterm_stops_run_once_and_its_dropin_instead_of_orphaning_it(site: Site) -> None:
+    """Before, SIGTERM ended `run --once` at once (no handler) and left its drop-in running:
+    drop-ins run in sessions of their own, so nothing else would ever stop them."""
+    marker = f"harm-term-{site.job_name}"
+    site.dropin(marker, "#!/bin/sh\nsleep 300\n")     # the shell's command line names it
+    proc = subprocess.Popen([*site_cmd(site), "run", "--once"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=site.env(), cwd=site.root)
+    try:
+        wait_for(lambda: _alive(marker), 30, 0.1, "the drop-in to start")
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, err
+    assert "run --once interrupted (SIGTERM): the running drop-ins were stopped" in err
+    wait_for(lambda: not _alive(marker), 10, 0.1, "the drop-in to be gone")
+
+
+def site_cmd(site: Site) -> list[str]:
+    import sys
+
+    return [sys.executable, "-m", "watchdogs", "--config", str(site.config)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 from datetime import datetime, timezone
 
 from watchdogs.alerts import build_sink, selfalerts
@@ -44,6 +45,15 @@ def run(args: argparse.Namespace) -> CommandResult:
     return CommandResult("", {}, exit_code=code)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM during `run --once`: stopped like Ctrl-C, so its drop-ins are killed (their
+    process groups), never orphaned (they run in sessions of their own)."""
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
 def _once(args: argparse.Namespace) -> CommandResult:
     # As the foreground scheduler does: a [[notify]] table with a problem (a secret file
     # others can read) disables that channel alone, and the other channels are told.
@@ -59,7 +69,16 @@ def _once(args: argparse.Namespace) -> CommandResult:
         working = [n.name for n in config.notifiers if n.enabled]
         sink.handle([selfalerts.channel_disabled(name, disabled[name], now, working)
                      for name in sorted(disabled)], now)
-    report = run_once(config, state.store, sink, load_group(CHECKS_GROUP), due_only=args.due)
+    previous = signal.signal(signal.SIGTERM, _interrupt)   # drop-ins run in sessions of their own
+    try:
+        report = run_once(config, state.store, sink, load_group(CHECKS_GROUP), due_only=args.due)
+    except KeyboardInterrupt as exc:
+        name = "SIGTERM" if isinstance(exc, Terminated) else "SIGINT"
+        logging.getLogger("watchdogs.scheduler").error(
+            "run --once interrupted (%s): the running drop-ins were stopped; nothing was reported", name)
+        return CommandResult("", {}, exit_code=143 if name == "SIGTERM" else 130)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     lines = [f"DISABLED channel {name}: {'; '.join(why)}" for name, why in sorted(disabled.items())]
     items = []
     for run in report.runs:
