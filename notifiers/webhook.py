@@ -15,6 +15,7 @@ from notifiers.common import http_failure, secret_pair_problems, string_map
 from notifiers.secrets import guard_logger
 from watchdogs import __version__
 from watchdogs.config.options import Option, integer, path, string, timeout
+from watchdogs.config.paths import FILE_TRUSTED
 from watchdogs.errors import SecretError
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ class WebhookNotifier(Notifier):
         "auth_header": Option(string, default="Authorization"),
         "auth_scheme": Option(string, default="Bearer", help='"raw" sends the token alone'),
         "timeout": Option(timeout, default=10.0),
-        "ca_file": Option(path, default=None),
+        "ca_file": Option(path, default=None, exists=FILE_TRUSTED),
         "limit": Option(integer(1, 10000), default=50, help="events listed in the text"),
     }
     secret_keys = (("url_env", "url_file"), ("token_env", "token_file"))

@@ -189,3 +189,17 @@ def test_runs_and_locks_replaced_by_another_users_symlinks_are_refused(user_site
     assert done.returncode == 2
     assert f"{state / 'runs'}: a symlink owned by nobody (uid 65534)" in done.stdout + done.stderr
     assert list(elsewhere.iterdir()) == []                   # nothing written where nobody chose
+
+
+def test_a_ca_file_others_can_write_disables_that_channel_alone(site: Site) -> None:
+    """Whoever can write the CA file can read and change everything the channel sends."""
+    ca = site.root / "ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    ca.chmod(0o666)
+    site.write_config('[[notify]]\nname = "wh"\ntype = "webhook"\nurl = "https://127.0.0.1:9/x"\n'
+                      'ca_file = "ca.pem"\n' + '[[notify]]\nname = "log"\ntype = "logfile"\npath = "a.log"\n')
+    site.dropin("disk", script("echo disk on fire; exit 2"))
+    done = site.watchdogs("run", "--once")
+    assert "DISABLED channel wh: key 'ca_file'" in done.stdout
+    assert f"{ca}: writable by others (mode 0666)" in done.stdout
+    assert "alert channel wh is disabled" in (site.root / "a.log").read_text()
