@@ -116,6 +116,8 @@ class Guard:
             self.resumed = self.checkpoints.resume(self._load_fn, self.config.start_over)
         if self.checkpoints is not None:   # also after an integration's own resume
             lifecycle.report_fallback(self.checkpoints, self.heartbeat)
+            if self.resumed is None and self._load_fn is not None:
+                lifecycle.report_fresh_restart(self.checkpoints, self.job, self.heartbeat)
         self.last_step = self.resumed.step if self.resumed else -1
         self._protect_against_requeue_loop()
         lifecycle.start_deadline(self.config, self.job, self.deadline, self.sensors,

@@ -100,6 +100,21 @@ def report_fallback(checkpoints: Checkpoints, heartbeat: HeartbeatWriter | None)
         heartbeat.problem = checkpoints.fallback.describe()
 
 
+def report_fresh_restart(checkpoints: Checkpoints, job: JobEnv, heartbeat: HeartbeatWriter | None) -> None:
+    """A requeued run (restart N > 0) that finds no checkpoint at all starts from step 0:
+    legitimate when the first run was stopped before its first save, but also what a
+    moved, renamed or unmounted checkpoint folder looks like. Said, never silent."""
+    if job.restart_count <= 0:
+        return
+    where = checkpoints.root if checkpoints.root.is_dir() else f"{checkpoints.root} (which does not exist)"
+    of_job = f" of job {job.label}" if job.label else ""
+    problem = (f"restart {job.restart_count}{of_job} found no checkpoint in "
+               f"{where}: starting from step 0; if an earlier run saved one, this is not its folder")
+    log.warning("trainguard: %s", problem)
+    if heartbeat is not None and not heartbeat.problem:
+        heartbeat.problem = problem
+
+
 def save_failure(step: int, exc: BaseException, checkpoints: Checkpoints | None,
                  heartbeat: HeartbeatWriter | None) -> str:
     """A save failed (ENOSPC, EDQUOT, EIO, or the writer's own error: torch reports a full
