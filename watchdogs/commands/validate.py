@@ -38,9 +38,10 @@ def validate(args: argparse.Namespace) -> CommandResult:
 def nowhere_warnings(config: Config) -> list[str]:
     """Alerts that would go nowhere: no channel at all, or a route that names no channel for
     a severity (they are recorded, and `watchdogs alerts` lists them, but nobody is told)."""
-    if not config.notifiers:
-        return ["no [[notify]] channel: every alert goes nowhere (only recorded; "
-                "`watchdogs alerts` lists them). Add a channel, e.g. type = \"email\"."]
+    if not any(n.enabled for n in config.notifiers):
+        what = "no enabled [[notify]] channel" if config.notifiers else "no [[notify]] channel"
+        return [f"{what}: every alert goes nowhere (only recorded; `watchdogs alerts` lists them). "
+                "Add a channel, e.g. type = \"email\"."]
     found = []
     routes = [("[alerts] notify", config.alerts.notify)]
     routes += [(f'check "{c.name}" notify', c.notify) for c in config.checks if c.notify is not None]
