@@ -109,6 +109,10 @@ def _runaway_log(root: Path) -> None:
     (root / "train.log").write_text("iter " + "a" * 100 + "!\n")
 
 
+def _fifo(root: Path) -> None:
+    os.mkfifo(root / "alerts.log")
+
+
 def _freeze_probes() -> list[Probe]:
     config = (BASE + 'check_timeout = "10s"\ntick = "1s"\n[[check]]\nname = "train"\ntype = "log_stale"\n'
               f'path = "train.log"\nmax_age = "1h"\nevery = "2s"\nprogress = \'{RUNAWAY}\'\n')
@@ -119,6 +123,9 @@ def _freeze_probes() -> list[Probe]:
         Probe("freeze", "runaway progress regex, SIGTERM to foreground run", config, [[["validate"]]],
               status_says("scheduler instance ended"), setup=_runaway_log, background=("run",),
               wait_for="state/locks", timeout=40),
+        Probe("freeze", "logfile channel path is a FIFO nobody reads", BASE + LOGFILE,
+              [[["run", "--once"]]], status_says("disk on fire", "a FIFO"), setup=_all(FAILING, _fifo),
+              timeout=40),
     ]
 
 

@@ -90,3 +90,16 @@ def site_cmd(site: Site) -> list[str]:
     import sys
 
     return [sys.executable, "-m", "watchdogs", "--config", str(site.config)]
+
+
+@pytest.mark.timeout(60)
+def test_a_logfile_channel_pointed_at_a_fifo_does_not_freeze_run_once(site: Site) -> None:
+    """Before, opening a FIFO nobody reads blocked the delivery, and `run --once`, for ever."""
+    import os
+
+    os.mkfifo(site.root / "alerts.log")
+    site.write_config('[[notify]]\nname = "log"\ntype = "logfile"\npath = "alerts.log"\n')
+    site.dropin("disk", "#!/bin/sh\necho disk on fire\nexit 2\n")
+    done = site.watchdogs("run", "--once", timeout=40)
+    assert done.returncode == 2 and "CRITICAL cron.hourly/disk: disk on fire" in done.stdout
+    assert "a FIFO, not a regular file" in done.stderr
