@@ -53,7 +53,7 @@ def test_alerts_never_says_sent_when_the_only_channel_answered_500(site: Site, h
 
 def test_alerts_says_when_an_alert_went_nowhere_and_validate_warns(site: Site) -> None:
     _failing_dropin(site)
-    assert "no [[notify]] channel: every alert goes nowhere" in site.watchdogs("validate").stdout
+    assert "no [[notify]] channel: every alert goes nowhere" in site.watchdogs("validate").stderr
     site.watchdogs("run", "--once")
     shown = site.watchdogs("alerts")
     assert "sent nowhere: no channel routes it" in shown.stdout and "last sent" not in shown.stdout
@@ -64,7 +64,7 @@ def test_validate_warns_about_a_route_that_leaves_a_severity_without_a_channel(s
                       '[[notify]]\nname = "log"\ntype = "logfile"\npath = "a.log"\n')
     done = site.watchdogs("validate")
     assert done.returncode == 0
-    assert "[alerts] notify names no channel for WARNING: such alerts go nowhere" in done.stdout
+    assert "[alerts] notify names no channel for WARNING: such alerts go nowhere" in done.stderr
 
 
 def test_one_readable_secret_file_disables_that_channel_alone_in_run_once(site: Site) -> None:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
@@ -29,7 +30,8 @@ def validate(args: argparse.Namespace) -> CommandResult:
             f"{units.count(len(config.notifiers), 'channel')} ({channels}); "
             f"state in {config.scheduler.state_dir}")
     warnings = nowhere_warnings(config)
-    text += "".join(f"\n  warning: {w}" for w in warnings)
+    for warning in warnings:   # stderr: the summary stays one line (Nagios style)
+        print(f"watchdogs: warning: {warning}", file=sys.stderr)
     data = {"valid": True, "path": str(config.path), "checks": [c.name for c in config.checks],
             "notifiers": [n.name for n in config.notifiers], "warnings": warnings}
     return CommandResult(text, data)
