@@ -203,3 +203,22 @@ def test_a_ca_file_others_can_write_disables_that_channel_alone(site: Site) -> N
     assert "DISABLED channel wh: key 'ca_file'" in done.stdout
     assert f"{ca}: writable by others (mode 0666)" in done.stdout
     assert "alert channel wh is disabled" in (site.root / "a.log").read_text()
+
+
+def test_the_chain_never_submits_a_batch_script_others_can_write(tmp_path: Path) -> None:
+    from watchdogs.errors import SlurmError
+    from watchdogs.scheduler.chain import ChainSettings, submit_instance
+
+    script_path = tmp_path / "cron-scheduler.slurm"
+    script_path.write_text("#!/bin/sh\n")
+    script_path.chmod(0o666)
+    calls: list[object] = []
+
+    def runner(argv: list[str], **_: object) -> object:
+        calls.append(argv)
+        raise AssertionError("sbatch was run")
+    settings = ChainSettings(tmp_path / "watchdogs.toml", tmp_path / "state", tmp_path / "STOP", "wd")
+    with pytest.raises(SlurmError, match="batch script is not only yours.*mode 0666"):
+        submit_instance(settings, script_path, None, 0, {}, runner)  # type: ignore[arg-type]  # recording runner
+    assert calls == []
+
