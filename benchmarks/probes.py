@@ -25,6 +25,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from probe_cases import PROBES, Outcome, Probe
+from probe_cases_state import PROBES as STATE_PROBES
+
+PROBES = PROBES + STATE_PROBES
 
 PROBES = [*PROBES, *__import__("probe_cases_harm").PROBES]  # issue 28 (harm): trust, freeze, truth
 

@@ -11,7 +11,7 @@ from notifiers.render import age
 from notifiers.secrets import scrub
 from watchdogs.alerts import health, outbox, records, silences
 from watchdogs.commands.base import CommandResult
-from watchdogs.commands.silence import open_store, when
+from watchdogs.commands.silence import has_table, open_store, when
 from watchdogs.result import Status
 
 
@@ -134,10 +134,14 @@ def _history_line(h: dict[str, Any]) -> str:
 
 
 def show_alerts(args: argparse.Namespace) -> CommandResult:
-    store, _ = open_store(args)
-    db, now = store.connection(), time.time()
-    data: dict[str, Any] = {"open": _open_alerts(db, now), "pending": _pending(db, now),
-                            "failing_channels": _channels(db, now)}
+    store, _, _ = open_store(args)
+    now = time.time()
+    if store is None or not has_table(store, "alert_state"):
+        data: dict[str, Any] = {"open": [], "pending": [], "failing_channels": []}
+        return CommandResult("No open alerts (nothing was recorded here yet).", data)
+    db = store.connection()
+    data = {"open": _open_alerts(db, now), "pending": _pending(db, now),
+            "failing_channels": _channels(db, now)}
     lines = [f"Open alerts ({len(data['open'])}):" if data["open"] else "No open alerts."]
     lines += [_line(a) for a in data["open"]]
     if data["pending"]:

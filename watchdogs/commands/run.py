@@ -5,18 +5,30 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
+from collections.abc import Sequence
 from datetime import datetime, timezone
 
 from watchdogs.alerts import build_sink, selfalerts
 from watchdogs.commands.base import CommandResult
-from watchdogs.config import find_config_path, load_config
+from watchdogs.config import Config, find_config_path, load_config
 from watchdogs.errors import ConfigProblem, WatchdogsError
 from watchdogs.plugins import CHECKS_GROUP, load_group
 from watchdogs.result import Status
+from watchdogs.scheduler.changes import owned_elsewhere
 from watchdogs.scheduler.instance import run_instance
 from watchdogs.scheduler.once import run_once
-from watchdogs.scheduler.startup import channel_reasons, open_state
+from watchdogs.scheduler.startup import (
+    State,
+    channel_reasons,
+    open_state,
+    publish_view,
+    remove_scratch,
+    scratch_dir,
+    tell_state,
+)
 from watchdogs.scheduler.stopflag import StopFlag
+from watchdogs.sink import ItemOutcome, ResultSink
+from watchdogs.state.store import open_store
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -45,6 +57,16 @@ def run(args: argparse.Namespace) -> CommandResult:
     return CommandResult("", {}, exit_code=code)
 
 
+class QuietSink:
+    """Records and sends nothing: `run --once` beside a scheduler on another host."""
+
+    def handle(self, outcomes: Sequence[ItemOutcome], now: datetime) -> None:
+        return
+
+    def flush(self, now: datetime, force: bool = False) -> None:
+        return
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM during `run --once`: stopped like Ctrl-C, so its drop-ins are killed (their
     process groups), never orphaned (they run in sessions of their own)."""
@@ -54,24 +76,35 @@ def _interrupt(signum: int, frame: object) -> None:
     raise Terminated()
 
 
-def _once(args: argparse.Namespace) -> CommandResult:
-    # As the foreground scheduler does: a [[notify]] table with a problem (a secret file
-    # others can read) disables that channel alone, and the other channels are told.
-    broken: dict[str, list[ConfigProblem]] = {}
-    config = load_config(find_config_path(args.config), broken_channels=broken)
-    state = open_state(config.scheduler.state_dir)  # full or broken: a scratch state, said in the log
-    if state.note:
-        logging.getLogger("watchdogs.state").warning("%s", state.note)
-    sink = build_sink(config, state.store)
-    disabled = channel_reasons(broken)
+def _tell_disabled(config: Config, sink: ResultSink, disabled: dict[str, list[str]]) -> None:
     if disabled:
         now = datetime.now(timezone.utc)
         working = [n.name for n in config.notifiers if n.enabled]
         sink.handle([selfalerts.channel_disabled(name, disabled[name], now, working)
                      for name in sorted(disabled)], now)
+
+
+def _once(args: argparse.Namespace) -> CommandResult:
+    # As the foreground scheduler does: a [[notify]] table with a problem (a secret file
+    # others can read) disables that channel alone, and the other channels are told.
+    broken: dict[str, list[ConfigProblem]] = {}
+    config = load_config(find_config_path(args.config), broken_channels=broken)
+    disabled = channel_reasons(broken)
+    elsewhere = owned_elsewhere(config)
+    if elsewhere:
+        # The live database belongs to a scheduler on another host (docs/state.md): run the
+        # items and print, but record nothing and send nothing from here.
+        logging.getLogger("watchdogs.state").warning(
+            "%s: this run uses a private scratch state and sends no alert (the scheduler does)", elsewhere)
     previous = signal.signal(signal.SIGTERM, _interrupt)   # drop-ins run in sessions of their own
     try:
+        state = State(open_store(scratch_dir())[0]) if elsewhere else open_state(config.scheduler.state_dir)
+        sink: ResultSink = QuietSink() if elsewhere else build_sink(config, state.store)
+        tell_state(config, state, sink)
+        _tell_disabled(config, sink, disabled)
         report = run_once(config, state.store, sink, load_group(CHECKS_GROUP), due_only=args.due)
+        if state.problem is None and not elsewhere:
+            publish_view(state.store, "`watchdogs run --once`")
     except KeyboardInterrupt as exc:
         name = "SIGTERM" if isinstance(exc, Terminated) else "SIGINT"
         logging.getLogger("watchdogs.scheduler").error(
@@ -79,6 +112,7 @@ def _once(args: argparse.Namespace) -> CommandResult:
         return CommandResult("", {}, exit_code=143 if name == "SIGTERM" else 130)
     finally:
         signal.signal(signal.SIGTERM, previous)
+        remove_scratch()
     lines = [f"DISABLED channel {name}: {'; '.join(why)}" for name, why in sorted(disabled.items())]
     items = []
     for run in report.runs:

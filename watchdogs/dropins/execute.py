@@ -41,13 +41,16 @@ class DropInProcess:
     from any thread."""
 
     def __init__(self, argv: Sequence[str], timeout: float, log_path: Path,
-                 env: Mapping[str, str], cwd: Path, output_cap: int = DEFAULT_CAP) -> None:
+                 env: Mapping[str, str], cwd: Path, output_cap: int = DEFAULT_CAP,
+                 keep_fds: Sequence[int] = ()) -> None:
         self.argv = tuple(argv)
         self.timeout = timeout
         self.log_path = log_path
         self.env = dict(env)
         self.cwd = cwd
         self.output_cap = output_cap
+        self.keep_fds = tuple(keep_fds)
+        """Open files the run holds while it lives (its item's lock), beyond the scheduler."""
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
         self._why: str | None = None
@@ -90,7 +93,7 @@ class DropInProcess:
             argv = [sys.executable, "-I", "-S", REAPER, str(self._report_path()), *self.argv]
             self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                           stderr=subprocess.PIPE, cwd=self.cwd, env=self.env,
-                                          start_new_session=True)
+                                          start_new_session=True, pass_fds=self.keep_fds)
         assert self._proc.stdout is not None and self._proc.stderr is not None
         stdout = CappedStream(self._proc.stdout, out, self.output_cap)
         stderr = CappedStream(self._proc.stderr, None, self.output_cap)
