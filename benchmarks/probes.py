@@ -30,6 +30,8 @@ from probe_cases_state import PROBES as STATE_PROBES
 
 PROBES = PROBES + STATE_PROBES + ADVERSARY_PROBES
 
+PROBES = [*PROBES, *__import__("probe_cases_harm").PROBES]  # issue 28 (harm): trust, freeze, truth
+
 VERDICTS = ("handled", "traceback", "hang", "wrong")
 
 

@@ -24,6 +24,7 @@ from notifiers.base import Message, Notifier, TransportError
 from notifiers.common import secret_pair_problems
 from notifiers.sendmail import hand_over
 from watchdogs.config.options import Option, boolean, choice, integer, path, string, string_list, timeout
+from watchdogs.config.paths import FILE_TRUSTED
 from watchdogs.errors import SecretError
 from watchdogs.textsafe import control_characters
 
@@ -70,7 +71,8 @@ class EmailNotifier(Notifier):
         "password_env": Option(string, default=None, help="environment variable holding the password"),
         "password_file": Option(path, default=None, help="file (mode 0600) holding the password"),
         "timeout": Option(timeout, default=10.0),
-        "ca_file": Option(path, default=None, help="CA certificates to verify the server with"),
+        "ca_file": Option(path, default=None, help="CA certificates to verify the server with",
+                          exists=FILE_TRUSTED),
         "html": Option(boolean, default=True, help="add an HTML alternative"),
     }
     secret_keys = (("password_env", "password_file"),)

@@ -2,7 +2,9 @@
 the training's own log, so whoever reads it sees the watchdog's verdicts in place)."""
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from collections.abc import Mapping
 from typing import ClassVar
 
@@ -35,8 +37,31 @@ class LogfileNotifier(Notifier):
             raise TransportError(f"cannot append to {self.opts['path']}: {exc.strerror}") from None
 
     def _append(self, data: bytes) -> None:
-        """One O_APPEND write, so lines from several writers never interleave mid-line."""
-        fd = os.open(self.opts["path"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        """One O_APPEND write, so lines from several writers never interleave mid-line.
+        Never through another user's symlink (a training log folder others can write to
+        would let them point the alerts into your ~/.bashrc): see watchdogs.trust."""
+        target = self.opts["path"]
+        # O_NONBLOCK: a FIFO at the path (nobody reading) would block the open for ever, and
+        # with it the delivery and the scheduler; only regular files (and devices) are written.
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK
+        try:
+            fd = os.open(target, flags | os.O_NOFOLLOW, 0o644)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:   # a FIFO nobody reads
+                raise TransportError(f"not appending to {target}: a FIFO, not a regular file",
+                                     permanent=True) from None
+            if exc.errno != errno.ELOOP:
+                raise
+            owner = os.lstat(target).st_uid
+            if owner not in (os.getuid(), 0):
+                raise TransportError(f"not appending to {target}: it is a symlink owned by uid {owner}, "
+                                     "not by you or root (see docs/trust.md)", permanent=True) from None
+            fd = os.open(target, flags, 0o644)
+        mode = os.fstat(fd).st_mode
+        if not (stat.S_ISREG(mode) or stat.S_ISCHR(mode)):
+            os.close(fd)
+            raise TransportError(f"not appending to {target}: not a regular file", permanent=True)
+        os.set_blocking(fd, True)
         try:
             while data:
                 data = data[os.write(fd, data):]

@@ -18,6 +18,7 @@ from notifiers.common import http_failure, secret_pair_problems
 from notifiers.proxy import PROXY_OPTION, proxy_for
 from notifiers.secrets import Secret, private_logger
 from watchdogs.config.options import Option, duration, integer, path, string, timeout
+from watchdogs.config.paths import FILE_TRUSTED
 from watchdogs.errors import SecretError
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ class SlackNotifier(Notifier):
         "timeout": Option(timeout, default=10.0),
         "max_retries": Option(integer(0, 5), default=2, help="in-call retries on 429/connection errors"),
         "max_retry_wait": Option(duration, default=10.0, help="longer Retry-After waits go to the outbox"),
-        "ca_file": Option(path, default=None),
+        "ca_file": Option(path, default=None, exists=FILE_TRUSTED),
         "proxy": PROXY_OPTION,
         "limit": Option(integer(1, 200), default=30, help="events listed in one message"),
     }

@@ -11,6 +11,7 @@ from notifiers.base import Message, Notifier, TransportError
 from notifiers.common import http_failure, network_words, secret_pair_problems
 from notifiers.proxy import PROXY_OPTION, requests_proxies
 from watchdogs.config.options import Option, integer, path, string, string_list, timeout
+from watchdogs.config.paths import FILE_TRUSTED
 from watchdogs.errors import SecretError
 
 if TYPE_CHECKING:
@@ -40,7 +41,7 @@ class SmsNotifier(Notifier):
         "base_url": Option(string, default="https://api.twilio.com"),
         "timeout": Option(timeout, default=10.0),
         "max_length": Option(integer(20, 1600), default=320, help="characters per message"),
-        "ca_file": Option(path, default=None),
+        "ca_file": Option(path, default=None, exists=FILE_TRUSTED),
         "proxy": PROXY_OPTION,
     }
     secret_keys = (("auth_token_env", "auth_token_file"),)

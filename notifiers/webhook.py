@@ -16,6 +16,7 @@ from notifiers.proxy import PROXY_OPTION, requests_proxies
 from notifiers.secrets import guard_logger
 from watchdogs import __version__
 from watchdogs.config.options import Option, integer, path, string, timeout
+from watchdogs.config.paths import FILE_TRUSTED
 from watchdogs.errors import SecretError
 from watchdogs.redact import redact_url
 
@@ -37,7 +38,7 @@ class WebhookNotifier(Notifier):
         "auth_header": Option(string, default="Authorization"),
         "auth_scheme": Option(string, default="Bearer", help='"raw" sends the token alone'),
         "timeout": Option(timeout, default=10.0),
-        "ca_file": Option(path, default=None),
+        "ca_file": Option(path, default=None, exists=FILE_TRUSTED),
         "proxy": PROXY_OPTION,
         "limit": Option(integer(1, 10000), default=50, help="events listed in the text"),
     }

@@ -9,10 +9,14 @@ torch.distributed.checkpoint, anything). A checkpoint is committed by
   3. `rename` to `step-00000123/` (atomic), fsync of the parent,
   4. replacing the `latest` pointer file atomically (write a temporary file, rename).
 
-A reader therefore sees a complete checkpoint or none. Resume tries the newest complete
-one and, if the caller's loader fails on it (a truncated tensor file, a bug in a new
-format), falls back to the previous one with a warning. At least two are kept: the newest
-may be the one that was cut off. With a scratch directory (`$SLURM_TMPDIR`), saves go to
+A reader therefore sees a complete checkpoint or none. Resume tries the newest `step-*`
+folder and, if it is damaged (its marker missing or a file shorter than the marker says) or
+the caller's loader fails on it, falls back to the previous one. Never silently: a
+fallback is logged as an error with the steps lost, and the damaged folders are renamed
+`damaged-step-*` (kept for a post-mortem; a later save of the same step cannot overwrite
+them). When every checkpoint is damaged, `resume` raises `CheckpointError` unless the
+caller asked for a fresh start on purpose (`start_over`). At least two are kept: the
+newest may be the one that was cut off. With a scratch directory (`$SLURM_TMPDIR`), saves go to
 fast local storage and `sync_to_shared()` copies the newest one to shared storage at exit.
 """
 from __future__ import annotations
@@ -35,6 +39,9 @@ Writer = Callable[[Path], None]
 Loader = Callable[[Path], None]
 
 
+DAMAGED = "damaged-"
+
+
 class CheckpointError(Exception):
     """No checkpoint could be loaded although some exist (never silently start over)."""
 
@@ -43,6 +50,36 @@ class CheckpointError(Exception):
 class Checkpoint:
     path: Path
     step: int
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A checkpoint that resume passed over, and why."""
+
+    path: Path
+    step: int
+    why: str
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """What a resume had to pass over: said in the log and in the heartbeat."""
+
+    skipped: tuple[Skipped, ...]
+    resumed_step: int | None      # None: started over (on purpose)
+    kept_as: tuple[Path, ...]     # where the damaged folders are now
+
+    @property
+    def steps_lost(self) -> int:
+        newest = max(s.step for s in self.skipped)
+        return newest - (self.resumed_step if self.resumed_step is not None else -1)
+
+    def describe(self) -> str:
+        damaged = "; ".join(f"{s.path.name} {s.why}" for s in self.skipped)
+        where = (f"resumed from step {self.resumed_step}" if self.resumed_step is not None
+                 else "started over from step 0 (start_over)")
+        kept = f"; kept as {', '.join(p.name for p in self.kept_as)}" if self.kept_as else ""
+        return f"{where}, not the newest checkpoint: {damaged}; {self.steps_lost} step(s) lost{kept}"
 
 
 def step_name(step: int) -> str:
@@ -70,11 +107,26 @@ def _fsync_tree(directory: Path) -> None:
 
 def is_complete(path: Path) -> bool:
     """The marker exists and every file it lists has the size it lists."""
+    return damage(path) is None
+
+
+def damage(path: Path) -> str | None:
+    """Why the checkpoint folder `path` is not complete, or None when it is."""
     try:
         marker = json.loads((path / MARKER).read_text())
-        return all((path / name).stat().st_size == size for name, size in marker["files"].items())
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return False
+        files = marker["files"].items()
+    except FileNotFoundError:
+        return f"has no {MARKER} (the save was cut off)"
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        return f"has an unreadable {MARKER} ({type(exc).__name__})"
+    for name, size in files:
+        try:
+            found = (path / name).stat().st_size
+        except OSError:
+            return f"misses {name}"
+        if found != size:
+            return f"has {name} truncated ({found} of {size} bytes)"
+    return None
 
 
 def mark_complete(directory: Path, step: int) -> None:
@@ -106,6 +158,7 @@ class Checkpoints:
         self.rank = 0
         self._barrier: Callable[[], None] = lambda: None
         self._agree_all: Callable[[bool], bool] = lambda ok: ok
+        self.fallback: Fallback | None = None
 
     def bind(self, rank: int, barrier: Callable[[], None], agree_all: Callable[[bool], bool]) -> None:
         """Make saves and resumes collective (the guard does this under torch.distributed)."""
@@ -124,6 +177,17 @@ class Checkpoints:
             for path in b.glob("step-*") if b.is_dir() else ():
                 m = _NAME.fullmatch(path.name)
                 if m and int(m.group(1)) not in found and is_complete(path):
+                    found[int(m.group(1))] = Checkpoint(path, int(m.group(1)))
+        return sorted(found.values(), key=lambda c: c.step, reverse=True)
+
+    def all_steps(self) -> list[Checkpoint]:
+        """Every `step-N` folder (complete or not) under root and scratch, newest first."""
+        found: dict[int, Checkpoint] = {}
+        for b in [b for b in (self.scratch, self.root) if b]:
+            for path in b.glob("step-*") if b.is_dir() else ():
+                m = _NAME.fullmatch(path.name)
+                if m and path.is_dir() and (int(m.group(1)) not in found
+                                            or not is_complete(found[int(m.group(1))].path)):
                     found[int(m.group(1))] = Checkpoint(path, int(m.group(1)))
         return sorted(found.values(), key=lambda c: c.step, reverse=True)
 
@@ -166,6 +230,11 @@ class Checkpoints:
         shutil.rmtree(old, ignore_errors=True)
         self.prune(final.parent)
 
+    def discard_partial(self, step: int) -> None:
+        """Remove what a failed save of `step` left (rank 0): its temporary folder."""
+        if self.rank == 0:
+            shutil.rmtree(self.save_root / f".tmp-{step_name(step)}", ignore_errors=True)
+
     def prune(self, base: Path) -> None:
         """Keep the newest `keep` complete checkpoints; remove older ones and leftovers of
         interrupted saves (temporary directories are re-created by the next save anyway)."""
@@ -190,29 +259,61 @@ class Checkpoints:
         return Checkpoint(self.root / step_name(src.step), src.step)
 
     # ---- resuming ------------------------------------------------------------------------
-    def resume(self, loader: Loader) -> Checkpoint | None:
+    def resume(self, loader: Loader, start_over: bool = False) -> Checkpoint | None:
         """Load the newest loadable checkpoint (every rank agrees on which); None when there
-        is none. Raises CheckpointError when checkpoints exist but none loads."""
-        candidates = self.complete()
-        for i, ckpt in enumerate(candidates):
-            ok = self._try_load(loader, ckpt)
-            if self._agree_all(ok):
-                if i:
-                    log.warning("trainguard: resumed from %s instead of the newest checkpoint", ckpt.path)
+        is none. Passing over a damaged one is an error in the log and `self.fallback`
+        (the guard writes it into the heartbeat). Raises CheckpointError when checkpoints
+        exist but none loads, unless `start_over` (then they are kept aside, and None)."""
+        self.fallback = None
+        skipped: list[Skipped] = []
+        for ckpt in self.all_steps():
+            why = damage(ckpt.path)
+            if why is None:
+                why = self._try_load(loader, ckpt)
+            if self._agree_all(why is None):
+                if skipped:
+                    self._fell_back(skipped, ckpt.step)
                 return ckpt
-            nxt = candidates[i + 1].path if i + 1 < len(candidates) else "nothing"
-            log.warning("trainguard: checkpoint %s could not be loaded on every rank; falling back "
-                        "to %s", ckpt.path, nxt)
-        if candidates:
-            raise CheckpointError(f"none of the {len(candidates)} checkpoints in {self.root} could be "
-                                  "loaded; refusing to start over silently")
+            skipped.append(Skipped(ckpt.path, ckpt.step, why or "could not be loaded on another rank"))
+        if not skipped:
+            return None
+        listing = "; ".join(f"{s.path} {s.why}" for s in skipped)
+        if not start_over:
+            raise CheckpointError(
+                f"none of the {len(skipped)} checkpoint(s) in {self.root} can be loaded ({listing}); "
+                "refusing to start over silently. They are left as they are. To start from step 0 "
+                "on purpose, move them aside or set start_over=True (TRAINGUARD_START_OVER=1)")
+        self._fell_back(skipped, None)
         return None
 
+    def _fell_back(self, skipped: list[Skipped], resumed_step: int | None) -> None:
+        # Rename, never delete: the folders are the evidence, and a later save of the same
+        # step (the training redoes those steps) must not overwrite them.
+        kept = tuple(self._set_aside(s.path) for s in skipped) if self.rank == 0 else ()
+        self.fallback = Fallback(tuple(skipped), resumed_step, tuple(p for p in kept if p))
+        log.error("trainguard: %s", self.fallback.describe())
+
     @staticmethod
-    def _try_load(loader: Loader, ckpt: Checkpoint) -> bool:
+    def _set_aside(path: Path) -> Path | None:
+        target = path.with_name(f"{DAMAGED}{path.name}")
+        n = 1
+        while target.exists():
+            n += 1
+            target = path.with_name(f"{DAMAGED}{path.name}.{n}")
+        try:
+            os.rename(path, target)
+        except OSError as exc:
+            log.error("trainguard: cannot rename the damaged %s aside: %s", path, exc.strerror or exc)
+            return None
+        return target
+
+    @staticmethod
+    def _try_load(loader: Loader, ckpt: Checkpoint) -> str | None:
+        """None when the caller's loader took it, else why not."""
         try:
             loader(ckpt.path)
-            return True
+            return None
         except Exception as exc:  # noqa: BLE001 - any failure of the user's loader means "try the previous one"
-            log.warning("trainguard: loading %s failed: %s: %s", ckpt.path, type(exc).__name__, exc)
-            return False
+            log.warning("trainguard: loading %s failed: %s: %s; falling back", ckpt.path,
+                        type(exc).__name__, exc)
+            return f"failed to load ({type(exc).__name__}: {str(exc)[:200]})"

@@ -28,6 +28,7 @@ class GuardConfig:
     checkpoint_dir: Path | None = None       # shared storage; None: the guard saves nothing
     keep: int = 2                            # complete checkpoints kept (never fewer than 2)
     scratch_dir: Path | None = None          # e.g. $SLURM_TMPDIR: save here, copy to shared at exit
+    start_over: bool = False                 # all checkpoints damaged: start at 0, not CheckpointError
     # --- signals ---
     signals: tuple[signal.Signals, ...] = DEFAULT_SIGNALS  # caught; add USR2 where NCCL swallows USR1
     forced_exit: float | None = None         # s after a stop cause; None: from the time left; 0: off
@@ -100,7 +101,7 @@ _DURATIONS = ("forced_exit", "exit_after", "sync_interval", "endtime_every", "wa
               "hang_data_loading", "hang_grace")
 _SIZES = ("max_rss", "min_available", "min_gpu_free")
 _INTS = ("keep", "sync_every", "max_restarts_without_progress", "max_hangs_without_progress")
-_BOOLS = ("use_slurm_endtime", "self_requeue", "fast_exit", "hang_detect", "hang_native_stacks")
+_BOOLS = ("start_over", "use_slurm_endtime", "self_requeue", "fast_exit", "hang_detect", "hang_native_stacks")
 _FLOATS = ("hang_multiple", "hang_percentile")
 
 

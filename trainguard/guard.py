@@ -73,6 +73,7 @@ class Guard:
                        if cfg.forced_exit != 0 else None)
         self.hang = hang_watch(self)   # the progress watchdog (trainguard.hang), None when off
         self.resumed: Checkpoint | None = None
+        self.save_failure = ""    # why the last save failed ("" when it worked)
         self.last_step = -1
         self._started = self._resumed_done = self._finished = self._exiting = False
         now = clock()
@@ -112,7 +113,11 @@ class Guard:
             self._stop_at_start(Cause.KILL_SWITCH, f"kill switch {self.config.kill_switch} is present")
         lifecycle.check_saving(self.saver, self.rank, self._anyone, self.heartbeat)
         if self.checkpoints is not None and self._load_fn is not None:
-            self.resumed = self.checkpoints.resume(self._load_fn)
+            self.resumed = self.checkpoints.resume(self._load_fn, self.config.start_over)
+        if self.checkpoints is not None:   # also after an integration's own resume
+            lifecycle.report_fallback(self.checkpoints, self.heartbeat)
+            if self.resumed is None and self._load_fn is not None:
+                lifecycle.report_fresh_restart(self.checkpoints, self.job, self.heartbeat)
         self.last_step = self.resumed.step if self.resumed else -1
         self._protect_against_requeue_loop()
         lifecycle.start_deadline(self.config, self.job, self.deadline, self.sensors,
@@ -239,11 +244,12 @@ class Guard:
         """Save if the policy says so; then continue (return) or stop (exit the process)."""
         if decision.save and self.saver.problem:
             decision = lifecycle.without_save(decision, step, self.saver.problem)
-        action = decision.action
         self.arm_forced_exit(decision)
-        if decision.save:
-            self.save(step)
-        elif action.stop and not self.saver.problem:
+        wanted = decision.save
+        if wanted and self.save(step) is None and self.save_failure:
+            decision = lifecycle.save_failed(decision, step, self.save_failure, self.checkpoints)
+        action = decision.action
+        if not wanted and action.stop and not self.saver.problem:
             log.warning("trainguard: not saving (%s)", "policy" if action.save.value == "never"
                         else "a save would not finish before SIGKILL")
         if Cause.SAVE_SWITCH in decision.causes and self.files is not None:
@@ -267,11 +273,20 @@ class Guard:
 
     def save(self, step: int) -> Checkpoint | None:
         """Save and commit checkpoint `step` now (also for the training's periodic saves, so
-        the guard knows how long a save takes). Saves each step at most once."""
+        the guard knows how long a save takes). Saves each step at most once. A save that
+        fails (a full disk, a quota, the writer's own error) returns None and is said in
+        the log and the heartbeat (`save_failure`); the training goes on, the last good
+        checkpoint stays, and a stop then exits without requeue."""
         if not self.saver.due(step):
             return None
         self._beat(step, "saving")
-        ckpt, elapsed = self.saver.save(step)
+        try:
+            ckpt, elapsed = self.saver.save(step)
+        except Exception as exc:  # noqa: BLE001 - the writer may raise anything (torch: RuntimeError)
+            self.save_failure = lifecycle.save_failure(step, exc, self.checkpoints, self.heartbeat)
+            self._beat(step, "train")
+            return None
+        self.save_failure = ""
         self._saved(step, elapsed, ckpt.path)
         return ckpt
 

@@ -6,6 +6,7 @@ Each function takes the values it needs (never the Guard): nothing here reaches 
 Guard's state, and the Guard stays the one place that decides and exits."""
 from __future__ import annotations
 
+import errno
 import logging
 import math
 import os
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from trainguard.agreement import Agreement, initialized_dist
 from trainguard.causes import EXIT_CANNOT_SAVE, Action, Cause, Decision, Save
-from trainguard.checkpoint import Checkpoint
+from trainguard.checkpoint import Checkpoint, Checkpoints
 from trainguard.config import GuardConfig
 from trainguard.deadline import Deadline, slurm_query
 from trainguard.forced_exit import ForcedExit
@@ -90,6 +91,77 @@ def check_saving(saver: Saver, rank: int, anyone: Callable[[bool], bool],
                 "without a checkpoint and without requeue (exit %d)", saver.problem, EXIT_CANNOT_SAVE)
     if heartbeat is not None:
         heartbeat.problem = saver.problem
+
+
+def report_fallback(checkpoints: Checkpoints, heartbeat: HeartbeatWriter | None) -> None:
+    """A resume that passed over damaged checkpoints is told to the cluster-side check
+    (the heartbeat's `problem`, for this run), not only to the log."""
+    if checkpoints.fallback is not None and heartbeat is not None and not heartbeat.problem:
+        heartbeat.problem = checkpoints.fallback.describe()
+
+
+def report_fresh_restart(checkpoints: Checkpoints, job: JobEnv, heartbeat: HeartbeatWriter | None) -> None:
+    """A requeued run (restart N > 0) that finds no checkpoint at all starts from step 0:
+    legitimate when the first run was stopped before its first save, but also what a
+    moved, renamed or unmounted checkpoint folder looks like. Said, never silent."""
+    if job.restart_count <= 0:
+        return
+    where = checkpoints.root if checkpoints.root.is_dir() else f"{checkpoints.root} (which does not exist)"
+    of_job = f" of job {job.label}" if job.label else ""
+    problem = (f"restart {job.restart_count}{of_job} found no checkpoint in "
+               f"{where}: starting from step 0; if an earlier run saved one, this is not its folder")
+    log.warning("trainguard: %s", problem)
+    if heartbeat is not None and not heartbeat.problem:
+        heartbeat.problem = problem
+
+
+def save_failure(step: int, exc: BaseException, checkpoints: Checkpoints | None,
+                 heartbeat: HeartbeatWriter | None) -> str:
+    """A save failed (ENOSPC, EDQUOT, EIO, or the writer's own error: torch reports a full
+    disk as a RuntimeError). Say why in words, remove the partial save (which also gives
+    back its space; the last good checkpoint is untouched, a save commits by rename after
+    its marker) and tell the cluster-side check through the heartbeat. Returns the why."""
+    why = _why_save_failed(exc, checkpoints)
+    last = checkpoints.latest() if checkpoints is not None else None
+    if checkpoints is not None:
+        checkpoints.discard_partial(step)
+    kept = (f"the last good checkpoint, step {last.step} ({last.path}), is kept" if last is not None
+            else "there is no earlier checkpoint")
+    if heartbeat is not None:
+        heartbeat.problem = f"cannot write into the checkpoint folder: saving step {step} failed: {why}"
+    log.error("trainguard: saving step %d failed: %s; %s", step, why, kept)
+    return f"{why}; {kept}"
+
+
+def _why_save_failed(exc: BaseException, checkpoints: Checkpoints | None) -> str:
+    full = isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    free = None
+    if checkpoints is not None:
+        try:
+            st = os.statvfs(checkpoints.save_root)
+            free = st.f_bavail * st.f_frsize
+        except OSError:
+            pass
+    if full or (free is not None and free < 1 << 20):
+        return (f"the checkpoint disk is full ({free if free is not None else 0} bytes free in "
+                f"{checkpoints.save_root if checkpoints else '?'}; {type(exc).__name__}: {str(exc)[:120]})")
+    return f"{type(exc).__name__}: {str(exc)[:200]}"
+
+
+def save_failed(decision: Decision, step: int, why: str, checkpoints: Checkpoints | None) -> Decision:
+    """The decision after the save it asked for failed: go on without it, or stop with
+    EXIT_CANNOT_SAVE and no requeue (the requeued run would resume from the older
+    checkpoint and meet the same disk)."""
+    action = decision.action
+    if not action.stop:
+        log.error("trainguard: continuing without the save %s asked for", decision.cause.label)
+        return replace(decision, action=replace(action, save=Save.NEVER))
+    code = EXIT_CANNOT_SAVE if action.requeue else action.exit_code
+    requeue = ("not requeued: a requeued run would resume from an older checkpoint and meet the same "
+               "problem; fix it (free space), then resubmit" if action.requeue else "no requeue (policy)")
+    log.error("trainguard: stop requested (%s) after step %d, but saving it failed: %s; %s (exit %d)",
+              decision.cause.label, step, why, requeue, code)
+    return replace(decision, action=Action(Save.NEVER, stop=True, requeue=False, exit_code=code))
 
 
 def without_save(decision: Decision, step: int, problem: str) -> Decision:

@@ -52,7 +52,7 @@ STATUS_MODULES = {
     "watchdogs", "watchdogs.cli", "watchdogs.commands", "watchdogs.commands.base",
     "watchdogs.commands.status", "watchdogs.errors", "watchdogs.redact", "watchdogs.units",
     "watchdogs.humanize", "watchdogs.result", "watchdogs.plugins", "watchdogs.configured",
-    "watchdogs.schedules", "watchdogs.textsafe", "watchdogs.procs",
+    "watchdogs.schedules", "watchdogs.textsafe", "watchdogs.procs", "watchdogs.trust",
     "watchdogs.config", "watchdogs.config.loader", "watchdogs.config.model",
     "watchdogs.config.options", "watchdogs.config.paths", "watchdogs.config.sections",
     "watchdogs.config.source",

@@ -18,7 +18,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # 0 core: result, errors, units, the config option system, alert and schedule types.
     ("watchdogs", "watchdogs.result", "watchdogs.errors", "watchdogs.units", "watchdogs.config",
      "watchdogs.configured", "watchdogs.plugins", "watchdogs.sink", "watchdogs.schedules",
-     "watchdogs.alerts.events"),
+     "watchdogs.alerts.events", "watchdogs.trust",
+     "watchdogs.userregex"),
     # 1 talking to the world: Slurm, filesystems, the state database.
     ("watchdogs.slurmctl", "watchdogs.fsprobe", "watchdogs.state"),
     # 2 what is checked, and how people are told.

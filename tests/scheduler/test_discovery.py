@@ -40,7 +40,7 @@ def test_dropin_owned_by_someone_else_is_refused(site: Site) -> None:
     privileged("give-away", str(path))  # a file another user owns: only root can make one
     found = discover(site.cron, PERIODS)
     assert found.dropins == ()
-    assert "owned by uid 65534" in found.refused[0].reason
+    assert "owned by nobody (uid 65534)" in found.refused[0].reason
 
 
 def test_world_writable_folder_refuses_everything_in_it(site: Site) -> None:

@@ -84,7 +84,7 @@ def test_resume_refuses_to_start_over_when_no_checkpoint_loads(tmp_path: Path) -
     ckpts = Checkpoints(tmp_path)
     ckpts.save(1, writer("bad-1"))
     ckpts.save(2, writer("bad-2"))
-    with pytest.raises(CheckpointError, match="none of the 2 checkpoints"):
+    with pytest.raises(CheckpointError, match="none of the 2 checkpoint"):
         ckpts.resume(loader([]))
     assert Checkpoints(tmp_path / "fresh").resume(loader([])) is None
 

@@ -69,7 +69,8 @@ class TrainguardCallback(pl.Callback):
         if not self._resolved:
             self._resolved = True
             ckpts = self.guard.checkpoints
-            self.guard.resumed = ckpts.resume(_check_loadable) if ckpts is not None else None
+            start_over = self.guard.config.start_over
+            self.guard.resumed = ckpts.resume(_check_loadable, start_over) if ckpts is not None else None
         resumed = self.guard.resumed
         return str(resumed.path / CKPT_FILE) if resumed is not None else None
 

@@ -30,6 +30,7 @@ from watchdogs.config.options import (
     string_list,
     timeout,
 )
+from watchdogs.config.paths import FILE_TRUSTED
 from watchdogs.errors import SlurmError, WatchdogsError
 from watchdogs.result import CheckResult, Notice
 from watchdogs.slurmctl import resubmit
@@ -66,7 +67,8 @@ class JobCheck(Check):
         "partition": Option(string_list, help="only jobs in these partitions"),
         "cluster": Option(string, help="the cluster to ask (squeue -M)"),
         "max_pending": Option(duration, help="warn when queued longer than this"),
-        "resubmit": Option(path, help="batch script to sbatch when the job is gone"),
+        "resubmit": Option(path, help="batch script to sbatch when the job is gone",
+                           exists=FILE_TRUSTED),
         "resubmit_limit": Option(integer(1), default=3, help="resubmits per resubmit_window"),
         "resubmit_window": Option(duration, default=6 * 3600.0),
         "resubmit_on": Option(subset_of(*resubmit.ENDINGS), default=resubmit.DEFAULT_RESUBMIT_ON,

@@ -18,8 +18,23 @@ from watchdogs.textsafe import one_line
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("alerts", help="open alerts, undelivered messages and failing channels")
-    parser.add_argument("--history", type=int, default=0, metavar="N", help="also the last N events")
+    parser.add_argument("--history", type=history_count, default=0, metavar="N",
+                        help="also the last N events")
     parser.set_defaults(handler=show_alerts)
+
+
+MAX_HISTORY = 1_000_000
+
+
+def history_count(text: str) -> int:
+    """--history N: a whole number from 0 to MAX_HISTORY (SQLite's LIMIT is 64-bit)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number") from None
+    if not 0 <= value <= MAX_HISTORY:
+        raise argparse.ArgumentTypeError(f"{text}: expected a number from 0 to {MAX_HISTORY:,}")
+    return value
 
 
 def _open_alerts(db: Any, now: float) -> list[dict[str, Any]]:
@@ -35,9 +50,51 @@ def _open_alerts(db: Any, now: float) -> list[dict[str, Any]]:
             "since": when(state.since) if state.since else None,
             "age": age(now - state.since) if state.since else None,
             "last_notified": when(state.last_notified) if state.open and state.last_notified else None,
+            "delivery": _delivery(db, state.item, state.last_notified) if state.open else None,
             "acked_by": state.acked_by, "silenced_by": silence.id if silence else None,
             "bad_readings": state.bad_streak})
     return found
+
+
+def _delivery(db: Any, item: str, announced: float | None) -> list[dict[str, Any]] | None:
+    """What became of the last announcement, per channel: delivered (when) or still in the
+    outbox (attempts, last error). [] when it was routed to no channel; None when unknown
+    (the log was pruned). "Sent" is said only of a message a channel accepted."""
+    if announced is None:
+        return None
+    row = db.execute("SELECT channels FROM alert_log WHERE item = ? AND at = ? ORDER BY id DESC LIMIT 1",
+                     (item, announced)).fetchone()
+    if row is None:
+        return None
+    found = []
+    for channel in [c for c in str(row["channels"]).split(",") if c]:
+        sent = db.execute("SELECT delivered, attempts, last_error FROM outbox WHERE channel = ? AND "
+                          "created = ? ORDER BY id DESC LIMIT 1", (channel, announced)).fetchone()
+        found.append({"channel": channel,
+                      "delivered": when(sent["delivered"]) if sent and sent["delivered"] else None,
+                      "attempts": sent["attempts"] if sent else None,
+                      "last_error": scrub(sent["last_error"]) if sent and sent["last_error"] else None})
+    return found
+
+
+def _state_words(alert: dict[str, Any]) -> str:
+    delivery = alert.get("delivery")
+    if delivery is None:
+        return f"announced {alert['last_notified']}"
+    if not delivery:
+        return (f"announced {alert['last_notified']} but sent nowhere: no channel routes it "
+                "(see `watchdogs validate`)")
+    sent = [d for d in delivery if d["delivered"]]
+    waiting = [d for d in delivery if not d["delivered"]]
+    parts = [f"sent {d['delivered']} via {d['channel']}" for d in sent]
+    for d in waiting:
+        if d["attempts"] is None:
+            parts.append(f"NOT delivered via {d['channel']} (the message is no longer in the outbox)")
+            continue
+        error = f", last error: {d['last_error']}" if d["last_error"] else ""
+        parts.append(f"NOT delivered via {d['channel']} yet (in the outbox since {alert['last_notified']}, "
+                     f"{d['attempts']} attempt(s){error})")
+    return "; ".join(parts)
 
 
 def _pending(db: Any, now: float) -> list[dict[str, Any]]:
@@ -68,7 +125,7 @@ def _line(alert: dict[str, Any]) -> str:
     if alert["announced"] is None:
         state = f"not announced yet ({alert['bad_readings']} bad reading(s))"
     else:
-        state = f"last sent {alert['last_notified']}"
+        state = _state_words(alert)
     extras = [f"acked by {alert['acked_by']}"] if alert["acked_by"] else []
     extras += [f"silenced (silence {alert['silenced_by']})"] if alert["silenced_by"] else []
     tail = "; ".join([state, *extras])

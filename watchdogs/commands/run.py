@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timezone
 
-from watchdogs.alerts import build_sink
-from watchdogs.commands.base import CommandResult, config_from_args
-from watchdogs.config import find_config_path
-from watchdogs.errors import WatchdogsError
+from watchdogs.alerts import build_sink, selfalerts
+from watchdogs.commands.base import CommandResult
+from watchdogs.config import Config, find_config_path, load_config
+from watchdogs.errors import ConfigProblem, WatchdogsError
 from watchdogs.plugins import CHECKS_GROUP, load_group
+from watchdogs.result import Status
 from watchdogs.scheduler.changes import owned_elsewhere
 from watchdogs.scheduler.instance import run_instance
 from watchdogs.scheduler.once import run_once
 from watchdogs.scheduler.startup import (
     State,
+    channel_reasons,
     open_state,
     publish_view,
     remove_scratch,
@@ -65,24 +68,54 @@ class QuietSink:
         return
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM during `run --once`: stopped like Ctrl-C, so its drop-ins are killed (their
+    process groups), never orphaned (they run in sessions of their own)."""
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
+def _tell_disabled(config: Config, sink: ResultSink, disabled: dict[str, list[str]]) -> None:
+    if disabled:
+        now = datetime.now(timezone.utc)
+        working = [n.name for n in config.notifiers if n.enabled]
+        sink.handle([selfalerts.channel_disabled(name, disabled[name], now, working)
+                     for name in sorted(disabled)], now)
+
+
 def _once(args: argparse.Namespace) -> CommandResult:
-    config = config_from_args(args)
+    # As the foreground scheduler does: a [[notify]] table with a problem (a secret file
+    # others can read) disables that channel alone, and the other channels are told.
+    broken: dict[str, list[ConfigProblem]] = {}
+    config = load_config(find_config_path(args.config), broken_channels=broken)
+    disabled = channel_reasons(broken)
     elsewhere = owned_elsewhere(config)
     if elsewhere:
         # The live database belongs to a scheduler on another host (docs/state.md): run the
         # items and print, but record nothing and send nothing from here.
         logging.getLogger("watchdogs.state").warning(
             "%s: this run uses a private scratch state and sends no alert (the scheduler does)", elsewhere)
+    previous = signal.signal(signal.SIGTERM, _interrupt)   # drop-ins run in sessions of their own
     try:
         state = State(open_store(scratch_dir())[0]) if elsewhere else open_state(config.scheduler.state_dir)
         sink: ResultSink = QuietSink() if elsewhere else build_sink(config, state.store)
         tell_state(config, state, sink)
+        _tell_disabled(config, sink, disabled)
         report = run_once(config, state.store, sink, load_group(CHECKS_GROUP), due_only=args.due)
         if state.problem is None and not elsewhere:
             publish_view(state.store, "`watchdogs run --once`")
+    except KeyboardInterrupt as exc:
+        name = "SIGTERM" if isinstance(exc, Terminated) else "SIGINT"
+        logging.getLogger("watchdogs.scheduler").error(
+            "run --once interrupted (%s): the running drop-ins were stopped; nothing was reported", name)
+        return CommandResult("", {}, exit_code=143 if name == "SIGTERM" else 130)
     finally:
+        signal.signal(signal.SIGTERM, previous)
         remove_scratch()
-    lines, items = [], []
+    lines = [f"DISABLED channel {name}: {'; '.join(why)}" for name, why in sorted(disabled.items())]
+    items = []
     for run in report.runs:
         status = run.result.status.name if run.result else "UNKNOWN"
         summary = run.result.summary if run.result else "interrupted"
@@ -97,5 +130,6 @@ def _once(args: argparse.Namespace) -> CommandResult:
         lines.append("nothing due" if args.due else "nothing to run: no checks and no drop-ins")
     data = {"items": items, "refused": [{"path": r.path, "reason": r.reason} for r in report.refused],
             "skipped": [{"item": s.item, "reason": s.reason} for s in report.skipped],
-            "worst": report.worst.name}
-    return CommandResult("\n".join(lines), data, exit_code=int(report.worst))
+            "worst": report.worst.name, "disabled_channels": disabled}
+    worst = max(int(report.worst), int(Status.CRITICAL) if disabled else 0)
+    return CommandResult("\n".join(lines), data, exit_code=worst)

@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections import Counter
+from collections.abc import Mapping, Sequence
 
 from watchdogs import units
 from watchdogs.commands.base import CommandResult, config_from_args
+from watchdogs.config.model import Config
 from watchdogs.errors import ConfigError
 
 
@@ -26,6 +29,37 @@ def validate(args: argparse.Namespace) -> CommandResult:
     text = (f"{config.path}: valid: {units.count(len(config.checks), 'check')} ({kinds}); "
             f"{units.count(len(config.notifiers), 'channel')} ({channels}); "
             f"state in {config.scheduler.state_dir}")
+    warnings = nowhere_warnings(config)
+    for warning in warnings:   # stderr: the summary stays one line (Nagios style)
+        print(f"watchdogs: warning: {warning}", file=sys.stderr)
     data = {"valid": True, "path": str(config.path), "checks": [c.name for c in config.checks],
-            "notifiers": [n.name for n in config.notifiers]}
+            "notifiers": [n.name for n in config.notifiers], "warnings": warnings}
     return CommandResult(text, data)
+
+
+def nowhere_warnings(config: Config) -> list[str]:
+    """Alerts that would go nowhere: no channel at all, or a route that names no channel for
+    a severity (they are recorded, and `watchdogs alerts` lists them, but nobody is told)."""
+    if not any(n.enabled for n in config.notifiers):
+        what = "no enabled [[notify]] channel" if config.notifiers else "no [[notify]] channel"
+        return [f"{what}: every alert goes nowhere (only recorded; `watchdogs alerts` lists them). "
+                "Add a channel, e.g. type = \"email\"."]
+    found = []
+    routes = [("[alerts] notify", config.alerts.notify)]
+    routes += [(f'check "{c.name}" notify', c.notify) for c in config.checks if c.notify is not None]
+    for where, route in routes:
+        if route is None:
+            continue
+        missing = [sev.upper() for sev in ("warning", "critical", "unknown") if not _named(route, sev)]
+        if missing:
+            found.append(f"{where} names no channel for {', '.join(missing)}: such alerts go nowhere")
+    return found
+
+
+def _named(route: Mapping[str, Sequence[str]], severity: str) -> Sequence[str]:
+    # watchdogs.alerts.routing's rule (UNKNOWN goes where WARNING goes, else CRITICAL),
+    # repeated here: `validate` stays clear of the alert machinery's imports.
+    for key in (severity, *(("warning", "critical") if severity == "unknown" else ())):
+        if key in route:
+            return route[key]
+    return ()

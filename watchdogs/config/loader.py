@@ -51,6 +51,8 @@ def load_config(path: str | os.PathLike[str], checks: Registry | None = None,
     problems = _Problems(str(path))
     raw = read_toml(path) if source is None else parse_toml(source, path)
     base = path.parent
+    if source is None:
+        _trust_problem(path, problems)
     for key in raw:
         if key not in sections.TOP_LEVEL:
             problems.add("top level", key, raw[key],
@@ -84,6 +86,17 @@ def _defined_names(raw: dict[str, Any], kind: str) -> set[str]:
     tables = raw.get(kind, [])
     return {t["name"] for t in tables if isinstance(t, dict) and isinstance(t.get("name"), str)} \
         if isinstance(tables, list) else set()
+
+
+def _trust_problem(path: Path, problems: _Problems) -> None:
+    """The config decides what runs, what is submitted and where secrets are sent: it must
+    be a file only you (or root) can change, like everything it names (watchdogs.trust)."""
+    from watchdogs.trust import distrust
+
+    found = distrust(path)
+    if found is not None:
+        problems.add("file", "owner and mode", f"{found.path}: {found.why}",
+                     f"a config only you (or root) can change; {found.fix}")
 
 
 def _set_aside_channels(problems: _Problems, parsed: list[dict[str, Any]],

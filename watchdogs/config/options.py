@@ -177,13 +177,18 @@ def choice(*allowed: str) -> Kind:
 
 
 def regex(groups: int | None = None) -> Kind:
-    def parse(value: Any) -> re.Pattern[str]:
+    """A user pattern, compiled for time-bounded matching (watchdogs.userregex)."""
+    def parse(value: Any) -> Any:
+        import regex as regex_pkg
+
+        from watchdogs.userregex import compile_user
+
         expected = "a regular expression" + (f" with {groups} capture group" if groups else "")
         if not isinstance(value, str):
             raise ValueError(expected)
         try:
-            pattern = re.compile(_no_nul(value, expected))
-        except (re.error, RecursionError, OverflowError) as exc:
+            pattern = compile_user(_no_nul(value, expected))
+        except (re.error, regex_pkg.error, RecursionError, OverflowError) as exc:
             raise ValueError(f"{expected} ({exc})") from None
         if groups is not None and pattern.groups != groups:
             raise ValueError(expected)

@@ -15,6 +15,14 @@ DIR = "dir"
 DIR_OR_NEW = "dir_or_new"
 """`Option.exists`: an existing folder, or one that can be made (its nearest existing
 ancestor is a folder we may write to)."""
+DIR_TRUSTED = "dir_trusted"
+"""`Option.exists`: an existing folder that only you (or root) can change (watchdogs.trust)."""
+DIR_OR_NEW_TRUSTED = "dir_or_new_trusted"
+"""`Option.exists`: DIR_OR_NEW, and trusted as far as it exists (with its `runs`, `locks`)."""
+FILE_TRUSTED = "file_trusted"
+"""`Option.exists`: a file that only you (or root) can change (a script to submit), as far
+as it exists yet."""
+STATE_CHILDREN = ("runs", "locks")
 
 
 _NAME_BAD = re.compile(r"[/\x00-\x1f\x7f]")
@@ -49,12 +57,20 @@ named_kind("slurm_name", slurm_name)
 def path_problem(value: Path, exists: str) -> str | None:
     """Why a resolved path option cannot be used as `exists` asks, or None."""
     where = Path(os.path.normpath(value))
+    if exists == FILE_TRUSTED:   # may not exist yet (checked again before each use)
+        while not os.path.lexists(where) and where != where.parent:
+            where = where.parent
+        return _distrusted(where)
     if where.exists() and not where.is_dir():
         return "a folder (this is a file)"
-    if exists == DIR:
-        return None if where.is_dir() else "an existing folder"
+    if exists in (DIR, DIR_TRUSTED):
+        if not where.is_dir():
+            return "an existing folder"
+        return _distrusted(where) if exists == DIR_TRUSTED else None
     if where.is_dir():
-        return None if os.access(where, os.W_OK | os.X_OK) else "a folder you may write to"
+        if not os.access(where, os.W_OK | os.X_OK):
+            return "a folder you may write to"
+        return _state_distrusted(where) if exists == DIR_OR_NEW_TRUSTED else None
     parent = where
     while not parent.exists():
         parent = parent.parent
@@ -62,4 +78,20 @@ def path_problem(value: Path, exists: str) -> str | None:
         return f"a folder that can be created ({parent} is not a folder)"
     if not os.access(parent, os.W_OK | os.X_OK) and not where.exists():
         return f"a folder that can be created ({parent} is not writable)"
+    return _distrusted(parent) if exists == DIR_OR_NEW_TRUSTED else None
+
+
+def _distrusted(path: Path) -> str | None:
+    from watchdogs.trust import distrust
+
+    found = distrust(path)
+    return None if found is None else f"a path only you (or root) can change; {found}"
+
+
+def _state_distrusted(folder: Path) -> str | None:
+    """The state folder, and the subfolders runs and locks written through every tick."""
+    for path in (folder, *(folder / c for c in STATE_CHILDREN if os.path.lexists(folder / c))):
+        why = _distrusted(path)
+        if why:
+            return why
     return None

@@ -20,7 +20,7 @@ from watchdogs.config.options import (
     string_list,
     timeout,
 )
-from watchdogs.config.paths import DIR, DIR_OR_NEW, name, slurm_name
+from watchdogs.config.paths import DIR_OR_NEW, DIR_OR_NEW_TRUSTED, DIR_TRUSTED, name, slurm_name
 
 
 def http_url(value: object) -> str:
@@ -55,7 +55,7 @@ named_kind("proxy_url", proxy_url)
 SCHEDULER = {
     "state_dir": Option(path, default="~/.local/state/watchdogs",
                         help="SQLite state (run records, instances, heartbeat) and run logs, mode 0700",
-                        exists=DIR_OR_NEW),
+                        exists=DIR_OR_NEW_TRUSTED),
     "cron_dir": Option(path, default=None, help="default: cron.d beside the config",
                        exists=DIR_OR_NEW),
     "tick": Option(period, default=10.0,
@@ -100,7 +100,7 @@ ALERTS = {
     "after": Option(integer(1), default=1, help="consecutive bad readings before the first alert"),
     "channel_down_after": Option(duration, default=1800.0,
                                  help="then the other channels say that a channel is failing"),
-    "templates": Option(path, default=None, help="folder of user templates", exists=DIR),
+    "templates": Option(path, default=None, help="folder of user templates", exists=DIR_TRUSTED),
     "cluster": Option(string, default=None, help="cluster name shown in messages"),
 }
 

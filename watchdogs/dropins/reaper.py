@@ -123,8 +123,11 @@ def main(argv: list[str]) -> int:
     _reap()
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
-        signal.signal(sig, signal.SIG_DFL)
-        os.kill(os.getpid(), sig)
+        # Die of the same signal, so the scheduler reads "killed by signal N" from us too.
+        # SIGKILL and SIGSTOP cannot be caught, so their disposition cannot be set (EINVAL).
+        if sig not in (signal.SIGKILL, signal.SIGSTOP):
+            signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGKILL if sig == signal.SIGSTOP else sig)
     return os.WEXITSTATUS(status)
 
 

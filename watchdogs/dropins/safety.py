@@ -14,6 +14,11 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from watchdogs.trust import distrust, unsafe_reason
+
+__all__ = ["Refusal", "check_path", "is_documentation", "is_executable", "is_leftover",
+           "unsafe_reason"]
+
 _LEFTOVER_SUFFIXES = ("~", ".swp", ".swo", ".swx", ".bak", ".old", ".orig", ".rej", ".tmp",
                       ".save", ".disabled", ",v")
 _LEFTOVER_INFIXES = (".dpkg-", ".rpmnew", ".rpmsave", ".rpmorig", ".ucf-", ".cfsaved")
@@ -46,24 +51,13 @@ def is_documentation(name: str) -> bool:
     return name.upper().startswith("README") or name.lower().endswith(_DOC_SUFFIXES)
 
 
-def unsafe_reason(st: os.stat_result, uid: int) -> str | None:
-    """Why a file or folder with this stat must not be trusted, or None if it is safe."""
-    mode = stat.S_IMODE(st.st_mode)
-    if st.st_uid not in (uid, 0):
-        return f"owned by uid {st.st_uid}, not by you (uid {uid}) or root"
-    if mode & stat.S_IWOTH:
-        return f"writable by others (mode {mode:04o})"
-    if mode & stat.S_IWGRP:
-        return f"writable by group (mode {mode:04o})"
-    return None
-
-
 def check_path(path: Path, uid: int) -> str | None:
-    """`unsafe_reason` for a path (following symlinks), or why it cannot be looked at."""
-    try:
-        return unsafe_reason(path.stat(), uid)
-    except OSError as exc:
-        return f"cannot stat: {exc.strerror}"
+    """Why a path (following symlinks) and the folders above it are not trusted
+    (watchdogs.trust), or why it cannot be looked at; None when it is safe."""
+    found = distrust(path, uid)
+    if found is None:
+        return None
+    return found.why if found.path == str(Path(os.path.abspath(path))) else f"{found.path}: {found.why}"
 
 
 def is_executable(st: os.stat_result) -> bool:

@@ -7,7 +7,6 @@ itself, and a busy queue does not pile up copies.
 """
 from __future__ import annotations
 
-import re
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -17,6 +16,7 @@ from watchdogs.procs import run_bounded
 from watchdogs.result import CheckResult, Status
 from watchdogs.slurmctl.jobspec import JobSpec
 from watchdogs.slurmctl.runner import BUSY_MARKERS
+from watchdogs.userregex import compile_user
 
 SBATCH_TIMEOUT_S = 30.0
 UNREACHABLE = (*BUSY_MARKERS, "Unable to contact slurm controller", "Connection refused")
@@ -25,7 +25,7 @@ ACTIVE_STATES = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", 
 
 
 # This user's jobs, whatever their name: what a *.slurm drop-in's previous job is among.
-OWN_JOBS = JobSpec(job_regex=re.compile(".*"))
+OWN_JOBS = JobSpec(job_regex=compile_user(".*"))
 
 
 class OwnJobsWatcher:

@@ -6,10 +6,10 @@ A verdict's fingerprint names *what* is hung (the log, the ranks), never how it 
 stale log that also shows a stuck counter is the same problem, not a new alert."""
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from trainguard.heartbeat import BUSY_PHASES, Heartbeat
 from watchdogs.humanize import duration as format_duration
@@ -41,10 +41,13 @@ def file_age(path: str, mtime: float, now: float, max_age: float, since: float |
     return Verdict(Status.OK, written)
 
 
-def last_number(pattern: re.Pattern[str], text: str) -> float | None:
-    """The group of the last match of `pattern` in `text` as a number."""
+def last_number(pattern: Any, text: str) -> float | None:
+    """The group of the last match of `pattern` (a user pattern, watchdogs.userregex) in
+    `text` as a number. Raises RegexTimeout for a pattern that runs away."""
+    from watchdogs.userregex import finditer
+
     value = None
-    for match in pattern.finditer(text):
+    for match in finditer(pattern, text, "the log's tail"):
         try:
             value = float(match.group(1))
         except (TypeError, ValueError):

@@ -168,7 +168,14 @@ def sbatch_env(base: Mapping[str, str], settings: ChainSettings, script: Path) -
 
 def submit_instance(settings: ChainSettings, script: Path, after: str | None, delay: float,
                     env: Mapping[str, str], runner: SlurmRunner = run_slurm) -> str:
-    """sbatch one scheduler instance (a side effect on the cluster). Returns its job id."""
+    """sbatch one scheduler instance (a side effect on the cluster). Returns its job id.
+    A script someone else could change is never submitted (watchdogs.trust)."""
+    from watchdogs.errors import SlurmError
+    from watchdogs.trust import distrust
+
+    found = distrust(script) if script.exists() else None   # a missing one: sbatch says so
+    if found is not None:
+        raise SlurmError(f"the scheduler's batch script is not only yours, not submitted: {found}")
     settings.output_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     dependency = f"afterany:{after},singleton" if after else "singleton"
     argv = ["sbatch", "--parsable", f"--job-name={settings.job_name}", f"--dependency={dependency}",

@@ -52,7 +52,7 @@ def load(config_path: Path, state_dir: Path, registry: Registry) -> LoadedConfig
     try:
         source = config_path.expanduser().read_bytes()
         config = load_config(config_path, checks=registry, source=source, broken_channels=disabled)
-        return LoadedConfig(config, (), _text(disabled), source)
+        return LoadedConfig(config, (), channel_reasons(disabled), source)
     except OSError as exc:
         problems: tuple[str, ...] = (f"{config_path}: cannot read config: {exc.strerror}",)
     except ConfigError as exc:
@@ -68,10 +68,10 @@ def load(config_path: Path, state_dir: Path, registry: Registry) -> LoadedConfig
     except WatchdogsError as exc:
         LOG.error("the last good copy of the config does not load either: %s", exc)
         return LoadedConfig(None, problems)
-    return LoadedConfig(config, problems, _text(disabled), copy)
+    return LoadedConfig(config, problems, channel_reasons(disabled), copy)
 
 
-def _text(disabled: dict[str, list[ConfigProblem]]) -> dict[str, list[str]]:
+def channel_reasons(disabled: dict[str, list[ConfigProblem]]) -> dict[str, list[str]]:
     return {name: [_short(p) for p in problems] for name, problems in disabled.items()}
 
 

@@ -1,18 +1,18 @@
 """Which jobs a `job` check watches, and one squeue query that covers many checks."""
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from watchdogs.slurmctl.squeue import JobQuery, JobRow
+from watchdogs.userregex import fullmatch
 
 
 @dataclass(frozen=True)
 class JobSpec:
     job_name: str | None = None
-    job_regex: re.Pattern[str] | None = None
+    job_regex: Any = None        # a user pattern (watchdogs.userregex), time-bounded
     users: tuple[str, ...] = ()
     """As configured: names, "@group", "*"; () means the user running the watchdog."""
     partitions: tuple[str, ...] | None = None
@@ -45,7 +45,7 @@ class JobSpec:
         """`users` is this spec's `users` resolved (None: anyone)."""
         if self.job_name is not None and row.name != self.job_name:
             return False
-        if self.job_regex is not None and not self.job_regex.fullmatch(row.name):
+        if self.job_regex is not None and not fullmatch(self.job_regex, row.name, f"job name {row.name!r}"):
             return False
         if self.job_ids is not None and not (row.raw_id in self.job_ids or row.array_job_id in self.job_ids):
             return False

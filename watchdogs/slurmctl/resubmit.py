@@ -127,7 +127,14 @@ def submit(script: Path, job_name: str | None, cluster: str | None, timeout: flo
            env: Mapping[str, str] | None, runner: SlurmRunner, exclude: Sequence[str] = ()) -> str:
     """sbatch the script from its own folder (its relative paths mean what they meant when
     a person submitted it), under the watched name so the next tick finds it, avoiding the
-    nodes that failed it."""
+    nodes that failed it. A script someone else could have changed is never submitted
+    (watchdogs.trust; checked again here: the config was validated long ago)."""
+    from watchdogs.errors import SlurmError
+    from watchdogs.trust import distrust
+
+    found = distrust(script)
+    if found is not None:
+        raise SlurmError(f"not submitted, the script is not only yours: {found}")
     argv = ["sbatch", "--parsable", f"--chdir={script.parent}"]
     if job_name:
         argv.append(f"--job-name={job_name}")

@@ -79,8 +79,10 @@ def test_a_corrupt_newest_checkpoint_falls_back_to_the_previous_one(
     corrupt_in_place(tmp_path / "step-00000010" / CKPT_FILE)
     guard = callback(tmp_path)
     try:
-        with pytest.raises(CheckpointError, match="none of the 2 checkpoints"):
+        # The damaged step 20 was set aside by the first resume; step 10 is the one left.
+        with pytest.raises(CheckpointError, match="none of the 1 checkpoint"):
             _ = guard.ckpt_path
+        assert (tmp_path / "damaged-step-00000020" / CKPT_FILE).exists()
     finally:
         guard.guard.finish()
 

@@ -1,0 +1,136 @@
+"""Trust only the user's own files: one policy for everything the project runs, submits,
+renders or writes through (drop-ins, crontab commands, the config, alert templates,
+resubmit scripts, the state folder and its `runs`/`locks` subfolders).
+
+A file or folder is trusted when it and every folder above it are owned by you or by root
+(root can run code as you anyway) and are not writable by group or others: anyone who can
+change any of them can change what runs. A parent folder with the sticky bit (`/tmp`,
+mode 1777) is accepted: others may add entries there but cannot replace yours. With
+`group_ok` (the config says so on purpose: a team folder), group-writable is accepted.
+Secret files keep their own stricter rule (notifiers/secrets.py: not readable by others).
+
+A refusal names the path, its owner, its mode and the fix. `open_trusted` opens a file
+without following a symlink at its last component and checks the file it actually opened
+(fstat of the descriptor), so the file cannot be swapped between the check and the read.
+See docs/trust.md.
+"""
+from __future__ import annotations
+
+import os
+import pwd
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Distrust:
+    """Why a path is not trusted: the path, what is wrong, and the fix."""
+
+    path: str
+    why: str
+    fix: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.why}; {self.fix}"
+
+
+def owner_name(uid: int) -> str:
+    try:
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def unsafe_reason(st: os.stat_result, uid: int, group_ok: bool = False) -> str | None:
+    """Why a file or folder with this stat must not be trusted, or None if it is safe."""
+    mode = stat.S_IMODE(st.st_mode)
+    if st.st_uid not in (uid, 0):
+        return f"owned by {owner_name(st.st_uid)}, not by you (uid {uid}) or root (mode {mode:04o})"
+    owner = "" if st.st_uid == uid else f", owner {owner_name(st.st_uid)}"
+    if mode & stat.S_IWOTH:
+        return f"writable by others (mode {mode:04o}{owner})"
+    if mode & stat.S_IWGRP and not group_ok:
+        return f"writable by group (mode {mode:04o}{owner})"
+    return None
+
+
+def _fix(path: Path, st: os.stat_result, uid: int) -> str:
+    if st.st_uid not in (uid, 0):
+        return "fix: use a copy in a folder of your own (only its owner can change this one)"
+    return f"fix: chmod go-w {path}"
+
+
+def _parent_problem(path: Path, uid: int, group_ok: bool) -> Distrust | None:
+    for parent in path.parents:
+        try:
+            st = os.stat(parent)
+        except OSError as exc:
+            return Distrust(str(parent), f"cannot stat: {exc.strerror}", "fix: check the path")
+        if st.st_mode & stat.S_ISVTX and st.st_uid in (uid, 0):
+            continue          # /tmp-like: others cannot rename or remove what is yours
+        reason = unsafe_reason(st, uid, group_ok)
+        if reason:
+            return Distrust(str(parent), f"a folder above it is {reason}", _fix(parent, st, uid))
+    return None
+
+
+def distrust(path: Path, uid: int | None = None, group_ok: bool = False) -> Distrust | None:
+    """Why `path` (a file or folder, and every folder above it) is not trusted, or None.
+    A symlink must itself be yours or root's; then what it points to is judged."""
+    uid = os.getuid() if uid is None else uid
+    path = Path(os.path.abspath(path))
+    try:
+        link = os.lstat(path)
+        st = os.stat(path)
+    except OSError as exc:
+        return Distrust(str(path), f"cannot stat: {exc.strerror}", "fix: check the path")
+    if stat.S_ISLNK(link.st_mode) and link.st_uid not in (uid, 0):
+        return Distrust(str(path), f"a symlink owned by {owner_name(link.st_uid)}",
+                        "fix: replace it with your own file")
+    reason = unsafe_reason(st, uid, group_ok)
+    if reason:
+        return Distrust(str(path), reason, _fix(path, st, uid))
+    real = Path(os.path.realpath(path))
+    return _parent_problem(real, uid, group_ok) or (
+        _parent_problem(path, uid, group_ok) if real != path else None)
+
+
+class UntrustedFile(OSError):
+    """A file that is not the user's own (or root's), or is writable by others."""
+
+
+def read_trusted(path: Path, uid: int | None = None, group_ok: bool = False,
+                 limit: int = 1 << 20) -> bytes:
+    """The bytes of `path`, read without following a symlink at its last component, after
+    checking the folders above it and the opened file itself. Raises UntrustedFile (with
+    the path, owner, mode and fix) or OSError."""
+    uid = os.getuid() if uid is None else uid
+    path = Path(os.path.abspath(path))
+    above = _parent_problem(Path(os.path.realpath(path.parent)) / path.name, uid, group_ok)
+    if above is not None:
+        raise UntrustedFile(str(above))
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == 40:   # ELOOP: the last component is a symlink
+            raise UntrustedFile(f"{path}: a symlink; a template or script is read only from a "
+                                "regular file of yours (fix: replace the link with the file)") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UntrustedFile(f"{path}: not a regular file")
+        reason = unsafe_reason(st, uid, group_ok)
+        if reason:
+            raise UntrustedFile(str(Distrust(str(path), reason, _fix(path, st, uid))))
+        chunks, left = [], limit
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
