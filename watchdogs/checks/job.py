@@ -36,11 +36,16 @@ from watchdogs.slurmctl import resubmit
 
 if TYPE_CHECKING:
     from watchdogs.checks.context import TickContext
+    from watchdogs.checks.jobend import Window
     from watchdogs.slurmctl.jobspec import JobSpec
     from watchdogs.slurmctl.jobstatus import Assessment
     from watchdogs.slurmctl.squeue import JobRow
 
 MEMORY = "check.job"
+# A first look that finds nothing asks accounting this far back for the last run.
+FIRST_LOOKBACK_S = 24 * 3600.0
+# Accounting's times come from slurmctld's clock; a little overlap costs nothing.
+CLOCK_MARGIN_S = 60.0
 
 
 def subset_of(*allowed: str) -> Kind:
@@ -121,6 +126,27 @@ class JobCheck(Check):
             ids.append(last)
         return [i for i in ids if i not in memory.get("explained", {})]
 
+    def accounting_window(self, ctx: TickContext) -> Window | None:
+        """While no run of the job is alive: ask accounting (in the tick's one sacct) for
+        every run of its name since the last look that saw one alive (or since the last
+        look, once that gap was asked about). A run that started and ended between two
+        looks, and that the controller has forgotten since (MinJobAge), is found this way."""
+        return ctx.shared(f"job-window:{self.name}", lambda: self._window(ctx))
+
+    def _window(self, ctx: TickContext) -> Window | None:
+        from watchdogs.checks.jobend import Window
+
+        rows = self._rows(ctx)
+        if any(r.running or r.queued for r in rows):
+            return None
+        memory = ctx.store.kv_get(MEMORY, self.name, {})
+        since = memory.get("alive_at") if memory.get("alive_last") else memory.get("looked_at")
+        if since is None:
+            since = ctx.now.timestamp() - FIRST_LOOKBACK_S
+        spec = self.spec
+        return Window(since - CLOCK_MARGIN_S, (spec.job_name,) if spec.job_name else None,
+                      ctx.job_snapshot(spec).users.get(spec.users))
+
     def _rows(self, ctx: TickContext) -> list[JobRow]:
         return ctx.job_snapshot(self.spec).matching(self.spec)
 
@@ -134,6 +160,7 @@ class JobCheck(Check):
         # above, so nothing here can fail usefully).
         with contextlib.suppress(WatchdogsError):
             self.ended_job_ids(ctx)
+            self.accounting_window(ctx)
         rows = self._rows(ctx)
         said = self._notices(ctx, rows)
         self._remember(ctx, verdict, rows)
@@ -152,10 +179,14 @@ class JobCheck(Check):
         try:
             snapshot = ctx.job_snapshot(spec)
         except SlurmError as exc:
-            return unknown(f"cannot ask Slurm about jobs with {spec.describe()}: "
+            return unknown(f"cannot tell whether jobs with {spec.describe()} run: "
                            f"{exc} (not assuming the job is gone)")
         if spec.users not in snapshot.users:
-            resolve_users(spec.users)  # raises the reason (e.g. an unknown group) -> UNKNOWN
+            try:
+                resolve_users(spec.users)
+            except WatchdogsError as exc:
+                return unknown(f"cannot tell whether jobs with {spec.describe()} run: {exc} "
+                               "(not assuming the job is gone)")
         memory = ctx.store.kv_get(MEMORY, self.name, {})
         return assess(snapshot.matching(spec), ctx.now, memory.get("last_running_at"),
                       self.opts.get("max_pending"))
@@ -172,6 +203,10 @@ class JobCheck(Check):
             memory["job_ids"] = alive[-20:]
         if verdict.kind == RUNNING:
             memory["last_running_at"] = ctx.now.timestamp()
+        memory["looked_at"] = ctx.now.timestamp()
+        memory["alive_last"] = bool(alive)
+        if alive:
+            memory["alive_at"] = ctx.now.timestamp()
         memory["seen"] = remember(rows)
         ctx.store.kv_put(MEMORY, self.name, memory)
 
