@@ -167,7 +167,11 @@ class JobCheck(Check):
         result = (self._gone(ctx, rows) if verdict.kind == GONE else
                   CheckResult(verdict.status, verdict.summary, verdict.details, verdict.metrics,
                               verdict.context, verdict.fingerprint))
-        return dataclasses.replace(result, notices=tuple(said)) if said else result
+        if not said:
+            return result
+        # The lifecycle's own `ended` notice already tells a completion.
+        own = () if any(n.kind == jobnotices.ENDED for n in said) else result.notices
+        return dataclasses.replace(result, notices=(*said, *own))
 
     def assess(self, ctx: TickContext) -> Assessment:
         """The verdict from the tick's snapshot; kind UNKNOWN when Slurm cannot be asked

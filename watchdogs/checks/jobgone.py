@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 from watchdogs.checks import jobend, jobfiles
 from watchdogs.checks.job import MEMORY
 from watchdogs.errors import SlurmError, WatchdogsError
-from watchdogs.result import CheckResult, Status
+from watchdogs.result import CheckResult, Notice, Status
 from watchdogs.slurmctl import resubmit
-from watchdogs.slurmctl.ending import Ending, Progress
+from watchdogs.slurmctl.ending import COMPLETED, Ending, Progress
 from watchdogs.slurmctl.snapshot import SLURM_TIMEOUT_S
 
 if TYPE_CHECKING:
@@ -53,9 +53,25 @@ def gone(check: JobCheck, ctx: TickContext, rows: list[JobRow]) -> CheckResult:
     details += _tail_lines(tail)
     summary = ending.sentence() + _earlier_runs(check, ctx, [r for r in runs if r.raw_id != job_id])
     lines = tuple(d for d in details if d)
+    if ending.kind == COMPLETED:
+        # A training that finished (exit 0: done, finish(), or trainguard's kill switch) is
+        # news, not a failure: OK (it resolves an open alert) and a notice, told once.
+        return _completed(check, ctx, job_id, summary, lines, context, fingerprint)
     if check.opts.get("resubmit") is None:
         return CheckResult(Status.CRITICAL, summary, lines, context=context, fingerprint=fingerprint)
     return _resubmit(check, ctx, summary, lines, context, ending, fingerprint)
+
+
+def _completed(check: JobCheck, ctx: TickContext, job_id: str, summary: str,
+               lines: tuple[str, ...], context: dict[str, str], fingerprint: str) -> CheckResult:
+    memory = dict(ctx.store.kv_get(MEMORY, check.name, {}))
+    told = memory.get("told_completed") == job_id
+    if not told:
+        memory["told_completed"] = job_id
+        ctx.store.kv_put(MEMORY, check.name, memory)
+    notices = () if told else (Notice(summary, lines, "ended"),)
+    return CheckResult(Status.OK, summary, lines, context=context, fingerprint=fingerprint,
+                       notices=notices)
 
 
 def _runs_since(check: JobCheck, ctx: TickContext) -> list[AcctRecord]:

@@ -174,7 +174,7 @@ class Scheduler:
                 LOG.warning("%s: interrupted (the scheduler is stopping); counts as not run", run.item)
                 continue
             LOG.info("%s: %s: %s", run.item, run.result.status.name, run.result.summary)
-            self._outcomes.append(item.outcome(run.result, _dt(run.started), _dt(run.finished)))
+            self._outcomes.append(item.outcome(run.result, _dt(run.started), _dt(run.finished), run.log))
             self._held_since = self._held_since or time.monotonic()
 
     def _deliver(self, now: float, tick: bool) -> None:

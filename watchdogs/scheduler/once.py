@@ -92,7 +92,7 @@ def run_once(config: Config, store: StateStore, sink: ResultSink, registry: Regi
         runner.stop(0.0)  # drop-ins run in sessions of their own: kill them, not orphan them
         raise
     records.finished([run for run, _ in finished])
-    outcomes = [item.outcome(run.result, _dt(run.started), _dt(run.finished))
+    outcomes = [item.outcome(run.result, _dt(run.started), _dt(run.finished), run.log)
                 for run, item in finished if run.result is not None]
     try:
         if outcomes:

@@ -155,7 +155,9 @@ class Ending:
         if self.kind == CANCELLED:
             return f"was cancelled{self._by()}{after}"
         if self.kind == COMPLETED:
-            return f"completed{on}{after}"
+            step = self.progress.step
+            at = f" at step {humanize.count(step)}" if step is not None else ""
+            return f"completed{at}{on}{after} (exit 0: finished, not a failure)"
         return f"ended {f.state}{on}{after}" + (f" ({f.reason})" if f.reason else "")
 
     def _memory(self) -> str:
