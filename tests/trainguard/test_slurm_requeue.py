@@ -50,7 +50,7 @@ def test_three_warnings_requeue_and_the_result_equals_an_uninterrupted_run(
     cluster.wait_state(job, ("COMPLETED",), timeout=90)
     log = (tmp_path / "out.log").read_text()
     assert [(cause, code) for _, cause, code in stops(log)] == [("user_signal", 140)] * 3
-    assert log.count("exited 140 (checkpoint saved): requeueing") == 3
+    assert len(re.findall(r"exited 140 \(.*; checkpoint saved at step \d+\): requeueing", log)) == 3
     assert_no_gap_no_repeat(read_steps(tmp_path / "steps"), 300)
     assert digest_of(log) == reference_digest("--steps", "300")
 
