@@ -100,7 +100,7 @@ def respond(guard: Guard, stall: Stall) -> bool:
                                 first, what))
     if action.requeue and cfg.self_requeue and guard.rank == 0 and not ends:
         ProcessExit.requeue(guard.job.job_id)
-    resume = f"step {checkpoint}" if checkpoint is not None else "the start (no checkpoint yet)"
+    resume = f"step {checkpoint}" if checkpoint >= 0 else "the start (no checkpoint yet)"
     _write_exit(guard, code, f"hung at step {stall.step} ({stall.phase}) with no progress for "
                              f"{format_duration(stall.stalled_for)}; NO checkpoint saved"
                              + (f": it resumes from {resume} (the work since it is lost)"
