@@ -25,6 +25,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from probe_cases import PROBES, Outcome, Probe
+from probe_cases_truth import PROBES as TRUTH_PROBES
+
+PROBES = PROBES + TRUTH_PROBES
 
 VERDICTS = ("handled", "traceback", "hang", "wrong")
 
