@@ -32,6 +32,7 @@ from watchdogs.scheduler import records as records_schema
 from watchdogs.scheduler.items import Item, check_items, dropin_items
 from watchdogs.scheduler.prune import SCHEDULER_LOGS, prune_files
 from watchdogs.scheduler.records import GuardedRecords, Records
+from watchdogs.scheduler.refusals import refusal_outcomes
 from watchdogs.scheduler.runner import RUNS_DIR, Due, Finished, LoopEvent, Runner
 from watchdogs.scheduler.runs import FinishedRun
 from watchdogs.scheduler.stopflag import StopFlag
@@ -93,6 +94,7 @@ class Scheduler:
         self._held_since = 0.0
         self.refused: list[Refusal] = []
         self._warned: set[str] = set()
+        self._refused_paths: set[str] = set()
         self._checks, self._check_refusals = check_items(config, registry)
         self._aps = BackgroundScheduler(timezone=timezone.utc, executors={"default": DebugExecutor()},
                                         job_defaults={"misfire_grace_time": None, "coalesce": True,
@@ -246,6 +248,8 @@ class Scheduler:
             if str(refusal) not in self._warned:
                 self._warned.add(str(refusal))
                 LOG.warning("refused: %s", refusal)
+        self._outcomes += refusal_outcomes(refused, self._refused_paths, _dt(now))
+        self._refused_paths = {r.path for r in refused}
         wanted = {i.id: i for i in self._checks + dropins}
         for item_id in set(self.items) - set(wanted):
             LOG.info("%s: gone from cron.d; no longer scheduled", item_id)
