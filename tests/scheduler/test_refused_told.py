@@ -34,7 +34,8 @@ def test_refused_drop_ins_are_told_once_with_reason_and_fix(site: Site, tmp_path
     assert f"ls -l {dangling}" in told
     assert "WARNING" in texts[0].splitlines()[0]
     lines = log.read_text().splitlines()
-    assert any(f"WARNING watchdogs:refused:{shared} " in line and "chmod go-w" in line for line in lines), lines
+    assert any(f"WARNING watchdogs:refused:{shared} " in line and "chmod go-w" in line
+               for line in lines), lines
     assert sum(f"watchdogs:refused:{dangling} " in line for line in lines) == 1, "told once, not each run"
     assert len(smtp.received) == 1, "the second run says nothing new"
     assert second.returncode in (0, 1)
