@@ -96,3 +96,50 @@ def test_a_run_the_controller_forgot_is_reported_not_the_run_before_it(
     assert f"{name} (job {second}) ran out of memory" in line, line
     assert f"job {first} failed" in line
     assert first_line.strip(), body
+
+
+def test_a_training_that_completed_is_a_notice_never_critical(slurm_cluster: Path,
+                                                              tmp_path: Path) -> None:
+    """Issue 20 item 3: exit 0 (done, finish(), the kill switch) is news, not a failure."""
+    name = f"wddone-{tmp_path.name[-10:]}"
+    log = tmp_path / "alerts.log"
+    with SmtpServer() as smtp:
+        cfg = write_config(tmp_path, config(tmp_path, name) + textwrap.dedent(f"""
+                           [[notify]]
+                           name = "mail"
+                           type = "email"
+                           host = "127.0.0.1"
+                           port = {smtp.port}
+                           sender = "w@example.org"
+                           to = "ops@example.org"
+                           [[notify]]
+                           name = "file"
+                           type = "logfile"
+                           path = "{log}"
+                           """))
+        store = StateStore(cfg.scheduler.state_dir)
+        sink = build_sink(cfg, store)
+
+        def look() -> None:
+            results, ctx = tick(cfg, store)
+            sink.handle([ItemOutcome("train", "check", results["train"], ctx.now, ctx.now)], ctx.now)
+            sink.flush(ctx.now)
+
+        job = submit(name, "--output=/dev/null", wrap="sleep 4; echo done")
+        try:
+            wait_for(lambda: job_state(job) == "RUNNING", timeout=90, what="training running")
+            look()
+            wait_for(lambda: accounted(job), timeout=90, what="training completed")
+            look()
+            look()  # told once
+        finally:
+            sh("scancel", job, check=False)
+        store.close()
+    texts = [plain(m.message) for m in smtp.received]
+    assert len(texts) == 1, texts
+    assert "CRITICAL" not in texts[0] and "CRITICAL" not in str(smtp.received[0].message["Subject"])
+    assert f"{name} (job {job}) completed on node" in texts[0]
+    assert "(exit 0: finished, not a failure)" in texts[0]
+    assert texts[0].splitlines()[0].startswith("NOTICE train:"), texts[0]
+    lines = log.read_text().splitlines()
+    assert len(lines) == 1 and " WATCHDOGS NOTICE train " in lines[0], lines
