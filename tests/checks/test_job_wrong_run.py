@@ -4,6 +4,7 @@ forgotten (MinJobAge), is the one reported, and the run before it is listed."""
 from __future__ import annotations
 
 import re
+import socket
 import subprocess
 import textwrap
 from collections.abc import Iterator
@@ -143,3 +144,10 @@ def test_a_training_that_completed_is_a_notice_never_critical(slurm_cluster: Pat
     assert texts[0].splitlines()[0].startswith("NOTICE train:"), texts[0]
     lines = log.read_text().splitlines()
     assert len(lines) == 1 and " WATCHDOGS NOTICE train " in lines[0], lines
+    # Issue 20 item 6: Slurm's cluster name, not the host the tick ran on.
+    cluster = re.search(r"(?m)^ClusterName=(\S+)", slurm_cluster.read_text())
+    assert cluster is not None
+    assert f"[watchdogs {cluster.group(1)}]" in str(smtp.received[0].message["Subject"])
+    assert f"[{cluster.group(1)}]" in lines[0]
+    if socket.gethostname() != cluster.group(1):
+        assert f"[watchdogs {socket.gethostname()}]" not in str(smtp.received[0].message["Subject"])
