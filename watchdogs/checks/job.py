@@ -127,22 +127,33 @@ class JobCheck(Check):
         return [i for i in ids if i not in memory.get("explained", {})]
 
     def accounting_window(self, ctx: TickContext) -> Window | None:
-        """While no run of the job is alive: ask accounting (in the tick's one sacct) for
-        every run of its name since the last look that saw one alive (or since the last
-        look, once that gap was asked about). A run that started and ended between two
-        looks, and that the controller has forgotten since (MinJobAge), is found this way."""
+        """What this check needs from the tick's one sacct, as a time window over its job's
+        name and users: while no run is alive, every run since the last look that saw one
+        alive (or since the last look, once that gap was asked about), so a run that started
+        and ended between two looks and that the controller forgot (MinJobAge) is found; and
+        the runs it saw alive whose end it must explain (`ended_job_ids`). None: nothing."""
         return ctx.shared(f"job-window:{self.name}", lambda: self._window(ctx))
 
     def _window(self, ctx: TickContext) -> Window | None:
         from watchdogs.checks.jobend import Window
 
         rows = self._rows(ctx)
-        if any(r.running or r.queued for r in rows):
-            return None
         memory = ctx.store.kv_get(MEMORY, self.name, {})
-        since = memory.get("alive_at") if memory.get("alive_last") else memory.get("looked_at")
-        if since is None:
-            since = ctx.now.timestamp() - FIRST_LOOKBACK_S
+        first = ctx.now.timestamp() - FIRST_LOOKBACK_S
+        ids = self.ended_job_ids(ctx)
+        alive = any(r.running or r.queued for r in rows)
+        if alive and not ids:
+            return None
+        since = float("inf")
+        if not alive:
+            since = memory.get("alive_at") if memory.get("alive_last") else memory.get("looked_at")
+            since = first if since is None else since
+        if ids:
+            # Jobs seen alive at the last look (or ended-notices still waiting for accounting,
+            # alive one period before they were first seen gone) ended after this.
+            waiting = memory.get("pending_notices", {}).values()
+            since = min(since, memory.get("looked_at", first),
+                        min(waiting, default=float("inf")) - self.config.every)
         spec = self.spec
         return Window(since - CLOCK_MARGIN_S, (spec.job_name,) if spec.job_name else None,
                       ctx.job_snapshot(spec).users.get(spec.users))

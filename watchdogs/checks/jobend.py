@@ -79,8 +79,8 @@ def needed_windows(ctx: TickContext) -> list[Window]:
 
 
 def _fetch(ctx: TickContext, ids: Sequence[str], windows: Sequence[Window] = ()) -> AcctAnswer:
-    """One sacct: by job ids, or, when a check's job is gone, by a time window covering every
-    check's since (the ids asked are then in the window: they were alive after it began)."""
+    """One sacct: by time window when a check needs one (its job is gone, or it asks how jobs
+    it saw alive ended: each check's window covers its ids), else by job ids."""
     if not windows:
         records = guarded(ctx.store, "sacct", ctx.now.timestamp(),
                           lambda: run_sacct(ids, SACCT_TIMEOUT_S, ctx.slurm_env(), ctx.runner))
@@ -88,22 +88,10 @@ def _fetch(ctx: TickContext, ids: Sequence[str], windows: Sequence[Window] = ())
     since = datetime.fromtimestamp(min(w.since for w in windows)).astimezone()
     names = None if any(w.names is None for w in windows) else {n for w in windows for n in w.names or ()}
     users = None if any(w.users is None for w in windows) else {u for w in windows for u in w.users or ()}
-    if names is not None:
-        names |= {n for n in _names_of_ids(ctx)}
     records = guarded(ctx.store, "sacct", ctx.now.timestamp(),
                       lambda: run_sacct_window(since, names, users, SACCT_TIMEOUT_S,
                                                ctx.slurm_env(), ctx.runner))
     return AcctAnswer(frozenset(ids) | frozenset(records), records, tuple(windows))
-
-
-def _names_of_ids(ctx: TickContext) -> set[str]:
-    """The job names of the checks that asked by id (their jobs are in the window too)."""
-    names: set[str] = set()
-    for check in ctx.checks:
-        spec = getattr(check, "spec", None)
-        if getattr(check, "ended_job_ids", None) is not None and spec is not None and spec.job_name:
-            names.add(spec.job_name)
-    return names
 
 
 def tick_answer(ctx: TickContext) -> AcctAnswer:
