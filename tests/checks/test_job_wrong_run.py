@@ -7,6 +7,7 @@ import re
 import socket
 import subprocess
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -151,3 +152,47 @@ def test_a_training_that_completed_is_a_notice_never_critical(slurm_cluster: Pat
     assert f"[{cluster.group(1)}]" in lines[0]
     if socket.gethostname() != cluster.group(1):
         assert f"[watchdogs {socket.gethostname()}]" not in str(smtp.received[0].message["Subject"])
+
+
+def test_a_requeue_between_two_looks_is_told_from_accounting(slurm_cluster: Path,
+                                                             tmp_path: Path) -> None:
+    """Issue 20 item 7: the run starts and is requeued between two looks, and the next look
+    sees it running again: one look alone shows only a start; accounting's record of the
+    earlier run tells the requeue."""
+    name = f"wdrq-{tmp_path.name[-10:]}"
+    log = tmp_path / "alerts.log"
+    cfg = write_config(tmp_path, config(tmp_path, name, notices=["started", "requeued"])
+                       + f'[[notify]]\nname = "file"\ntype = "logfile"\npath = "{log}"\n')
+    store = StateStore(cfg.scheduler.state_dir)
+    sink = build_sink(cfg, store)
+
+    def look() -> None:
+        results, ctx = tick(cfg, store)
+        sink.handle([ItemOutcome("train", "check", results["train"], ctx.now, ctx.now)], ctx.now)
+        sink.flush(ctx.now)
+
+    job = submit(name, "--hold", "--output=/dev/null", wrap="sleep 300")
+    try:
+        look()  # queued
+        look()  # the look before: still queued
+        sh("scontrol", "release", job)
+        wait_for(lambda: job_state(job) == "RUNNING", timeout=90, what="first run")
+        sh("scontrol", "requeue", job)
+        time.sleep(1.5)  # slurmd refuses a start within the second of the previous run's end
+
+        def running_again() -> bool:
+            if job_state(job) == "RUNNING":
+                return True
+            sh("scontrol", "update", f"JobId={job}", "StartTime=now", check=False)
+            return False
+        wait_for(running_again, timeout=90, interval=1.0, what="second run")
+        wait_for(lambda: "REQUEUED" in sh("sacct", "-n", "-D", "-X", "-j", job, "-o", "State"),
+                 timeout=60, what="accounting has the requeued run")
+        look()
+    finally:
+        sh("scancel", job, check=False)
+    store.close()
+    lines = log.read_text().splitlines()
+    said = [line for line in lines if " WATCHDOGS NOTICE train " in line]
+    assert any(f"{name} (job {job}) was requeued" in line for line in said), lines
+    assert any(f"{name} (job {job}) started on" in line for line in said), lines

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from watchdogs.slurmctl.jobspec import JobSpec
     from watchdogs.slurmctl.jobstatus import Assessment
     from watchdogs.slurmctl.squeue import JobRow
+    from watchdogs.slurmctl.transitions import Transition
 
 MEMORY = "check.job"
 # A first look that finds nothing asks accounting this far back for the last run.
@@ -142,12 +143,17 @@ class JobCheck(Check):
         first = ctx.now.timestamp() - FIRST_LOOKBACK_S
         ids = self.ended_job_ids(ctx)
         alive = any(r.running or r.queued for r in rows)
-        if alive and not ids:
+        # Requeues are told from accounting's records of earlier runs, not from what one look
+        # happens to see (a run that started and was requeued between two looks).
+        requeues = jobnotices.REQUEUED in (self.opts.get("notices") or ()) and "seen" in memory
+        if alive and not ids and not requeues:
             return None
         since = float("inf")
         if not alive:
             since = memory.get("alive_at") if memory.get("alive_last") else memory.get("looked_at")
             since = first if since is None else since
+        if requeues:
+            since = min(since, memory.get("looked_at", first))
         if ids:
             # Jobs seen alive at the last look (or ended-notices still waiting for accounting,
             # alive one period before they were first seen gone) ended after this.
@@ -236,6 +242,8 @@ class JobCheck(Check):
         if not wanted or "seen" not in memory:
             return []  # the first look only learns what runs; nothing has changed yet
         found = transitions(memory["seen"], rows)
+        if jobnotices.REQUEUED in wanted:
+            found = [*self._requeued_between(ctx, rows, memory, found), *found]
         said, waiting = jobnotices.notices(
             wanted, found, ctx.now, self.label(), memory.get("pending_notices", {}),
             lambda job_id, row: final_ending(self, ctx, job_id, row))
@@ -243,6 +251,42 @@ class JobCheck(Check):
         memory["pending_notices"] = waiting
         ctx.store.kv_put(MEMORY, self.name, memory)
         return said
+
+    def _requeued_between(self, ctx: TickContext, rows: list[JobRow], memory: Mapping[str, Any],
+                          found: list[Transition]) -> list[Transition]:
+        """Requeues since the last look that this look cannot see (the run started and was
+        requeued in between): accounting's record of an alive job has an earlier run that
+        ended after the last look. One per job; none when the look already told it."""
+        from watchdogs.checks.jobend import tick_answer
+        from watchdogs.slurmctl.transitions import REQUEUED, Transition
+
+        since = memory.get("looked_at")
+        if since is None:
+            return []
+        try:
+            records = tick_answer(ctx).records
+        except SlurmError:
+            return []
+        seen = {t.job_id for t in found if t.kind == REQUEUED}
+        # Accounting's times are whole seconds: an end in the second of the last look counts,
+        # and the ends already told are remembered so that none is told twice.
+        told: dict[str, list[float]] = dict(memory.get("requeues_told", {}))
+        out = []
+        for row in rows:
+            record = records.get(row.raw_id)
+            if not (row.running or row.queued) or record is None:
+                continue
+            ends = [e.timestamp() for e in record.earlier_ends if e is not None]
+            new = [e for e in ends if e >= int(since) and e not in told.get(row.raw_id, [])]
+            if new and row.raw_id not in seen:
+                out.append(Transition(REQUEUED, row.raw_id, row))
+            if new:
+                told[row.raw_id] = [*told.get(row.raw_id, []), *new][-10:]
+        alive = {r.raw_id for r in rows}
+        fresh = dict(ctx.store.kv_get(MEMORY, self.name, {}))
+        fresh["requeues_told"] = {k: v for k, v in told.items() if k in alive}
+        ctx.store.kv_put(MEMORY, self.name, fresh)
+        return out
 
     # -- the job is gone: why, and what to do (watchdogs.checks.jobgone) ------------------
 

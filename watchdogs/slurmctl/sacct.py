@@ -73,6 +73,8 @@ class AcctRecord:
     job's own (name "allocation", no time limit, no working directory)."""
     earlier: tuple[str, ...] = ()
     """States of earlier runs of a requeued job, oldest first ("NODE_FAIL", "PREEMPTED")."""
+    earlier_ends: tuple[datetime | None, ...] = ()
+    """When each of those earlier runs ended (a requeue between two looks ended one)."""
 
     @property
     def finished(self) -> bool:
@@ -148,7 +150,8 @@ def parse_sacct(text: str) -> dict[str, AcctRecord]:
             record = _record(f)
             previous = records.get(record.raw_id)
             if previous is not None:  # --duplicates: a later run of a requeued job
-                record = replace(record, earlier=(*previous.earlier, previous.state))
+                record = replace(record, earlier=(*previous.earlier, previous.state),
+                                 earlier_ends=(*previous.earlier_ends, previous.end))
             records[record.raw_id] = record
             order.append(record.raw_id)
             continue
