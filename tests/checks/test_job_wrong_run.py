@@ -68,7 +68,7 @@ def test_a_run_the_controller_forgot_is_reported_not_the_run_before_it(
         def look() -> None:
             results, ctx = tick(cfg, store)
             sink.handle([ItemOutcome("train", "check", results["train"], ctx.now, ctx.now)], ctx.now)
-            sink.flush(ctx.now)
+            sink.flush(ctx.now, force=True)
 
         first = submit(name, f"--output={tmp_path}/%x-%j.out", wrap="sleep 5; exit 2")
         second = ""
@@ -125,7 +125,7 @@ def test_a_training_that_completed_is_a_notice_never_critical(slurm_cluster: Pat
         def look() -> None:
             results, ctx = tick(cfg, store)
             sink.handle([ItemOutcome("train", "check", results["train"], ctx.now, ctx.now)], ctx.now)
-            sink.flush(ctx.now)
+            sink.flush(ctx.now, force=True)
 
         job = submit(name, "--output=/dev/null", wrap="sleep 4; echo done")
         try:
@@ -169,7 +169,7 @@ def test_a_requeue_between_two_looks_is_told_from_accounting(slurm_cluster: Path
     def look() -> None:
         results, ctx = tick(cfg, store)
         sink.handle([ItemOutcome("train", "check", results["train"], ctx.now, ctx.now)], ctx.now)
-        sink.flush(ctx.now)
+        sink.flush(ctx.now, force=True)
 
     job = submit(name, "--hold", "--output=/dev/null", wrap="sleep 300")
     try:

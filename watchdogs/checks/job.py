@@ -271,13 +271,21 @@ class JobCheck(Check):
         # Accounting's times are whole seconds: an end in the second of the last look counts,
         # and the ends already told are remembered so that none is told twice.
         told: dict[str, list[float]] = dict(memory.get("requeues_told", {}))
+        # A requeue this look saw (pending again) is told by the look; accounting may record
+        # it only later: its end, at or before this moment, is not news then.
+        until: dict[str, float] = dict(memory.get("requeues_seen_until", {}))
+        until.update({job_id: ctx.now.timestamp() for job_id in seen})
         out = []
         for row in rows:
             record = records.get(row.raw_id)
             if not (row.running or row.queued) or record is None:
                 continue
-            ends = [e.timestamp() for e in record.earlier_ends if e is not None]
-            new = [e for e in ends if e >= int(since) and e not in told.get(row.raw_id, [])]
+            # The job is alive: every run accounting shows ended is an earlier one (its
+            # record of the new run may not be there yet, leaving the requeued run newest).
+            runs = (*record.earlier_ends, record.end)
+            ends = [e.timestamp() for e in runs if e is not None]
+            new = [e for e in ends if e >= int(since) and e not in told.get(row.raw_id, [])
+                   and e > until.get(row.raw_id, float("-inf"))]
             if new and row.raw_id not in seen:
                 out.append(Transition(REQUEUED, row.raw_id, row))
             if new:
@@ -285,6 +293,7 @@ class JobCheck(Check):
         alive = {r.raw_id for r in rows}
         fresh = dict(ctx.store.kv_get(MEMORY, self.name, {}))
         fresh["requeues_told"] = {k: v for k, v in told.items() if k in alive}
+        fresh["requeues_seen_until"] = {k: v for k, v in until.items() if k in alive}
         ctx.store.kv_put(MEMORY, self.name, fresh)
         return out
 
