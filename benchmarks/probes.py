@@ -26,11 +26,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from probe_cases import PROBES, Outcome, Probe
 from probe_cases_adversary import PROBES as ADVERSARY_PROBES
+from probe_cases_harm import PROBES as HARM_PROBES
 from probe_cases_state import PROBES as STATE_PROBES
+from probe_cases_truth import PROBES as TRUTH_PROBES
 
-PROBES = PROBES + STATE_PROBES + ADVERSARY_PROBES
-
-PROBES = [*PROBES, *__import__("probe_cases_harm").PROBES]  # issue 28 (harm): trust, freeze, truth
+# Issues 27 and 28: state at any depth, outside text, trust/freeze/truth, doubt.
+PROBES = PROBES + STATE_PROBES + ADVERSARY_PROBES + HARM_PROBES + TRUTH_PROBES
 
 VERDICTS = ("handled", "traceback", "hang", "wrong")
 

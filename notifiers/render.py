@@ -23,6 +23,7 @@ from typing import Any
 import jinja2
 import jinja2.sandbox
 
+from notifiers import wording
 from notifiers.base import Message
 from watchdogs import humanize
 from watchdogs.alerts.events import Batch
@@ -40,10 +41,6 @@ def when(value: datetime) -> str:
 def age(value: timedelta | float) -> str:
     """timedelta or seconds -> "3 d 04 h", "6 h 02 min", "4 min 10 s", "12 s"."""
     return humanize.duration(value)
-
-
-def where(context: Mapping[str, str]) -> str:
-    return " ".join(f"{k}={v}" for k, v in context.items())
 
 
 def mrkdwn(text: str) -> str:
@@ -81,7 +78,9 @@ def _environment(loader: jinja2.BaseLoader) -> jinja2.Environment:
         loader=loader, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
         autoescape=jinja2.select_autoescape(enabled_extensions=("html.j2",), default=False,
                                             default_for_string=False))
-    env.filters.update(when=when, age=age, where=where, mrkdwn=mrkdwn)
+    env.filters.update(when=when, age=age, where=wording.where, mrkdwn=mrkdwn,
+                       newest=wording.newest, log_end=wording.log_end, headline=wording.headline,
+                       next_step=wording.next_step)
     return env
 
 

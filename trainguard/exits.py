@@ -15,10 +15,14 @@ from trainguard.slurm import request_requeue
 log = logging.getLogger("trainguard")
 
 
-def write_exit_file(path: Path, code: int) -> None:
+def write_exit_file(path: Path, code: int, why: str = "") -> None:
+    """The code on the first line (what the batch script acts on); on the second, in words,
+    what happened, for the script's own log line: exit 140 is a requeue with a checkpoint
+    saved, or (a hang) a requeue without one, and the script cannot tell them apart."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    words = " ".join(why.split())
     try:
-        tmp.write_text(f"{code}\n")
+        tmp.write_text(f"{code}\n{words}\n" if words else f"{code}\n")
         os.replace(tmp, path)
     except OSError as exc:
         log.error("trainguard: cannot write the exit code to %s: %s", path, exc)
@@ -40,11 +44,11 @@ class ProcessExit:
         self.exit_file = exit_file
         self.fast_exit = fast_exit
 
-    def write_code(self, code: int, rank: int) -> None:
+    def write_code(self, code: int, rank: int, why: str = "") -> None:
         # For launchers that replace the workers' exit codes by their own (torchrun exits 1
         # when a worker exits 140): the batch script reads the real code from this file.
         if self.exit_file is not None and rank == 0:
-            write_exit_file(self.exit_file, code)
+            write_exit_file(self.exit_file, code, why)
 
     @staticmethod
     def requeue(job_id: str) -> None:
@@ -55,11 +59,11 @@ class ProcessExit:
         except Exception as exc:  # noqa: BLE001 - a failed requeue must not hide the exit code
             log.error("trainguard: scontrol requeue %s failed: %s", job_id, exc)
 
-    def exit(self, code: int, rank: int, agreement: Agreement | None) -> NoReturn:
+    def exit(self, code: int, rank: int, agreement: Agreement | None, why: str = "") -> NoReturn:
         # sys.exit, not os._exit: the training's finally blocks and atexit handlers (log
         # flushing, experiment trackers) still run (fast_exit.py then skips the slow
         # finalisation); the exit code tells the batch script whether to requeue (140).
-        self.write_code(code, rank)
+        self.write_code(code, rank, why)
         destroy_process_group(agreement)
         self.fast_exit.arm(code)
         sys.exit(code)

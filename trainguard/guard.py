@@ -259,8 +259,9 @@ class Guard:
             if self.forced is not None:
                 self.forced.disarm()
             return
-        lifecycle.log_stop_line(decision, step)
-        self._stop(action.exit_code, step, requeue=action.requeue and self.config.self_requeue)
+        why = lifecycle.log_stop_line(decision, step, saved=decision.save)
+        self._stop(action.exit_code, step, requeue=action.requeue and self.config.self_requeue,
+                   why=why)
 
     def arm_forced_exit(self, decision: Decision) -> None:
         """Start the forced-exit timer for a stop (act() does it; an integration whose
@@ -317,7 +318,7 @@ class Guard:
             self.heartbeat.beat(step, self._clock(), phase)
 
     def _stop(self, code: int, step: int | None = None, phase: str = "stopping",
-              requeue: bool = False) -> NoReturn:
+              requeue: bool = False, why: str = "") -> NoReturn:
         # The guard decided to exit: finish() keeps its signal handlers (a repeated USR1 or
         # TERM while finally blocks and atexit handlers run must not kill the process with
         # 138/143, or the batch script would not requeue a saved job).
@@ -325,4 +326,4 @@ class Guard:
         self.finish(step, phase)
         if requeue and self.rank == 0:
             self.exits.requeue(self.job.job_id)
-        self.exits.exit(code, self.rank, self.agreement)
+        self.exits.exit(code, self.rank, self.agreement, why)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from trainguard import stacks
 from trainguard._units import format_duration
-from trainguard.causes import EXIT_NO_PROGRESS, Cause
+from trainguard.causes import EXIT_NO_PROGRESS, EXIT_REQUEUE, Cause
 from trainguard.config import hang_limits
 from trainguard.exits import ProcessExit, write_exit_file
 from trainguard.hang import HangWatch, Stall
@@ -100,7 +100,11 @@ def respond(guard: Guard, stall: Stall) -> bool:
                                 first, what))
     if action.requeue and cfg.self_requeue and guard.rank == 0 and not ends:
         ProcessExit.requeue(guard.job.job_id)
-    _write_exit(guard, code)
+    resume = f"step {checkpoint}" if checkpoint >= 0 else "the start (no checkpoint yet)"
+    _write_exit(guard, code, f"hung at step {stall.step} ({stall.phase}) with no progress for "
+                             f"{format_duration(stall.stalled_for)}; NO checkpoint saved"
+                             + (f": it resumes from {resume} (the work since it is lost)"
+                                if code == EXIT_REQUEUE else "") + count_note)
     if frozen:
         _end_job_step(frozen)
     _exit(code)
@@ -263,10 +267,10 @@ def _arm_backstop(after: float, code: int) -> None:
     timer.start()
 
 
-def _write_exit(guard: Guard, code: int) -> None:
+def _write_exit(guard: Guard, code: int, why: str) -> None:
     if guard.config.exit_file is not None:
         # Any rank: the rank that writes it normally (rank 0) may be the one that is stuck.
-        write_exit_file(guard.config.exit_file, code)
+        write_exit_file(guard.config.exit_file, code, why)
 
 
 def _exit(code: int) -> None:

@@ -56,13 +56,25 @@ def log_job_line(job: JobEnv, deadline: Deadline, resumed: Checkpoint | None, wo
              format_epoch(deadline.end_time), resumed_from)
 
 
-def log_stop_line(decision: Decision, step: int) -> None:
+def log_stop_line(decision: Decision, step: int, saved: bool = True) -> str:
+    """Log what the stop does, in words; returns them for the exit file (the batch script's
+    line). A requeue without a checkpoint (a hang) says so: the work since the last save is lost."""
     action = decision.action
-    what = "requeue" if action.requeue else "no requeue"
+    if action.requeue:
+        what = (f"checkpoint saved at step {step}: requeue" if saved else
+                "no checkpoint saved: requeue, resuming from the last checkpoint (the work "
+                "since it is lost)")
+    else:
+        what = (f"checkpoint saved at step {step}: not requeued" if saved else
+                "no checkpoint saved: not requeued")
     others = sorted(c.label for c in decision.causes - {decision.cause, Cause.NO_TIME})
     also = f" (also: {', '.join(others)})" if others else ""
     log.warning("trainguard: stopping after step %d: %s%s -> exit %d (%s)", step, decision.cause.label,
                 also, action.exit_code, what)
+    # The batch script says "requeueing" or "not requeueing" itself.
+    kept = (f"checkpoint saved at step {step}" if saved else
+            "NO checkpoint saved (the work since the last one is lost)")
+    return f"{decision.cause.label} after step {step}{also}; {kept}"
 
 
 def record_progress(config: GuardConfig, job: JobEnv, last_step: int, rank: int) -> str | None:

@@ -30,6 +30,8 @@ class ItemOutcome:
     runbook: str | None = None
     after: int | None = None
     repeat_every: float | None = None
+    log: str | None = None
+    """The run's log file (a drop-in's output), for the alert's `next:` line."""
 
 
 class ResultSink(Protocol):

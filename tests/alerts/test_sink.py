@@ -39,7 +39,9 @@ def test_an_alert_storm_is_one_message_per_channel(tmp_path: Path) -> None:
     assert len(http.seen) == 1 and len(http.seen[0].json()["alerts"]) == 500
     assert len(smtp.received) == 1
     mail = smtp.received[0].message
-    assert mail["Subject"] == "[watchdogs gpu-cluster] 500 problems (400 CRITICAL, 100 WARNING)"
+    # The count, then the worst one: a phone's notification shows what to look at first.
+    assert mail["Subject"] == ("[watchdogs gpu-cluster] 500 problems (400 CRITICAL, 100 WARNING); "
+                               "worst: check-001 - check-001 is CRITICAL")
     assert "check-499" in mail.get_body(("plain",)).get_content()
     assert len(lines(tmp_path, "log")) == 500
     assert not outbox(sink, pending_only=True)

@@ -169,13 +169,16 @@ def test_gone_job_is_resubmitted_until_the_crash_loop_limit(tmp_path: Path, stor
     # fail_fast = "0s": this test is about the crash-loop limit, not about early failures.
     config = write_config(tmp_path, one_check(tmp_path, "train", job_name=name, resubmit="train.slurm",
                                               resubmit_limit=2, fail_fast="0s"))
+    # A resubmit needs accounting's record of how a run ended: the first run fails on its own.
+    first = jobs.submit(name=name, wrap="exit 1")
+    wait_for(lambda: accounted(first), timeout=90, what="accounting has the first run's end")
     for attempt in (1, 2):
         result = tick(config, store)[0]["train"]
         assert result.status is Status.WARNING, result.summary
         ordinal = {1: "1st", 2: "2nd"}[attempt]
         assert f"Resubmitted as job {result.context['resubmitted']} ({ordinal} of at most 2" in result.summary
         jobs.ids.append(result.context["resubmitted"])
-        wait_for(lambda: job_state(jobs.ids[-1]) == "FAILED", what="resubmitted job failed")
+        wait_for(lambda: accounted(jobs.ids[-1]), timeout=90, what="resubmitted job failed and recorded")
     stopped = tick(config, store)[0]["train"]
     assert stopped.status is Status.CRITICAL
     assert "Not resubmitted: crash loop (2 resubmits in the last 6 h 00 min, limit 2)" in stopped.summary

@@ -79,7 +79,8 @@ VALIDATE_MODULES = STATUS_MODULES - {
     "watchdogs.state.store", "watchdogs.alerts", "watchdogs.alerts.channels",
     "watchdogs.alerts.schema", "watchdogs.schedules", "watchdogs.scheduler.changes",
     "watchdogs.state.snapshot", "watchdogs.procs",
-} | {"watchdogs.commands.validate"}
+    # validate checks that every user and @group a `users` names exists (pwd/grp only).
+} | {"watchdogs.commands.validate", "watchdogs.slurmctl.users"}
 
 PROBE = """
 import contextlib, io, json, sys

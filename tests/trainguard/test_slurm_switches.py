@@ -49,9 +49,10 @@ def test_a_chain_goes_on_in_the_next_task_and_the_kill_switch_burns_the_rest_thr
     assert {n: f["JobState"] for n, f in tasks.items()} == dict.fromkeys(range(1, 6), "COMPLETED")
     assert all(f["Restarts"] == "0" and f["ExitCode"] == "0:0" for f in tasks.values())
     first, second = ((tmp_path / f"out-{n}.log").read_text() for n in (1, 2))
-    assert "exited 140 (checkpoint saved): the next task continues" in first
+    assert "exited 140 (trainguard asked for a requeue): the next task continues" in first
     assert f"resumed from step {stopped_at[0]} " in second
-    assert re.search(r"stopping after step \d+: kill_switch -> exit 0 \(no requeue\)", second)
+    assert re.search(r"stopping after step (\d+): kill_switch -> exit 0 "
+                     r"\(checkpoint saved at step \1: not requeued\)", second)
     for n in (3, 4, 5):
         log = (tmp_path / f"out-{n}.log").read_text()
         assert "is present at start-up: not training (exit 0, no requeue)" in log, log

@@ -41,6 +41,7 @@ def build_guarded_sink(config: Config, store: StateStore | None, *,
     from watchdogs.alerts.direct import DirectSink
     from watchdogs.alerts.guarded import GuardedSink
     from watchdogs.alerts.sink import AlertSink
+    from watchdogs.slurmctl.clustername import cluster_name
     from watchdogs.state.store import open_store, state_problem
 
     channels, broken = build_working_channels(config, disabled)
@@ -61,7 +62,7 @@ def build_guarded_sink(config: Config, store: StateStore | None, *,
                 raise
             problem = problem or (kind, str(exc))
     direct = DirectSink(config.alerts, channels, templates,
-                        stored.cluster if stored else config.alerts.cluster or host, host)
+                        stored.cluster if stored else cluster_name(config.alerts.cluster, host), host)
     return GuardedSink(stored, direct, Path(config.scheduler.state_dir), reopen=reopen,
                        on_change=on_change, problem=problem), broken
 

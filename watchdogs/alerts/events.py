@@ -56,6 +56,8 @@ class AlertEvent:
     context: Mapping[str, str] = field(default_factory=dict)
     runbook: str | None = None
     note: str = ""
+    log: str = ""
+    """The run log of the run that raised it (drop-ins), or ""."""
 
     def __post_init__(self) -> None:
         """Text from outside (a drop-in's output and name, Slurm's answers) reaches mail,
@@ -95,7 +97,7 @@ class AlertEvent:
                 "previous": self.previous.name, "severity": self.severity, "summary": self.summary,
                 "details": list(self.details), "context": dict(self.context),
                 "since": self.since.isoformat(), "at": self.at.isoformat(),
-                "runbook": self.runbook, "note": self.note}
+                "runbook": self.runbook, "note": self.note, "log": self.log}
 
 
 @dataclass(frozen=True)
@@ -117,7 +119,11 @@ class Batch:
 
     @property
     def problems(self) -> tuple[AlertEvent, ...]:
-        return tuple(e for e in self.events if e.state not in ("resolved", "notice"))
+        return tuple(e for e in self.events if e.state not in ("resolved", "notice", "test"))
+
+    @property
+    def tests(self) -> tuple[AlertEvent, ...]:
+        return tuple(e for e in self.events if e.state == "test")
 
     @property
     def notices(self) -> tuple[AlertEvent, ...]:
@@ -146,4 +152,7 @@ class Batch:
             parts.append(f"{len(self.resolved)} resolved")
         if self.notices:
             parts.append(f"{len(self.notices)} notice{'s' if len(self.notices) > 1 else ''}")
+        if self.tests:
+            # notify-test: a test message is no problem, whatever severity it was sent as.
+            parts.append("test message" if len(self.tests) == 1 else f"{len(self.tests)} test messages")
         return ", ".join(parts) or "nothing to report"

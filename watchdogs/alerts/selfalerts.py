@@ -76,3 +76,41 @@ def state_broken(kind: str, detail: str, state_dir: str, now: datetime,
 
 def state_ok(now: datetime, channels: Sequence[str], note: str = "") -> ItemOutcome:
     return outcome(STATE, Status.OK, note or "the state directory can be written again", now, channels)
+
+
+REFUSED_PREFIX = "watchdogs:refused:"
+ONCE_S = 365 * 86400.0
+"""A refused drop-in is told once (and resolved when fixed), not repeated every 4 hours."""
+
+
+def refused_item(path: str) -> str:
+    return f"{REFUSED_PREFIX}{path}"
+
+
+def refusal_fix(path: str, reason: str) -> str:
+    """The command that fixes a refusal, from its reason (the reasons are ours: discovery)."""
+    if "writable by" in reason:
+        return f"chmod go-w {path}"
+    if "owned by" in reason or "owner" in reason:
+        return f"chown $USER {path}, or remove it if it is not yours"
+    if "not executable" in reason:
+        return f"chmod u+x {path}"
+    if "link" in reason or "loop" in reason or "No such file" in reason:
+        return f"ls -l {path}; point the link at an existing file, or remove it"
+    return f"see `watchdogs status`; then fix or remove {path}"
+
+
+def refused(path: str, reason: str, now: datetime) -> ItemOutcome:
+    """A file a person put in cron.d that will never run: a WARNING, through the default
+    route (it is the user's item, not the watchdog's own breakage)."""
+    fix = refusal_fix(path, reason)
+    result = CheckResult(Status.WARNING, f"{path} will not run: {reason}",
+                         (f"fix: {fix}", "until then it is skipped at every tick"),
+                         fingerprint=fingerprint((reason,)))
+    return ItemOutcome(refused_item(path), KIND, result, now, now, after=1, repeat_every=ONCE_S,
+                       runbook=fix)
+
+
+def refusal_fixed(path: str, now: datetime) -> ItemOutcome:
+    result = CheckResult(Status.OK, f"{path} is no longer refused (fixed or removed)")
+    return ItemOutcome(refused_item(path), KIND, result, now, now, after=1, repeat_every=ONCE_S)

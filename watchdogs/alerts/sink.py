@@ -30,6 +30,7 @@ from watchdogs.alerts.tick import at_time, by_channel, evaluate
 from watchdogs.config.model import Config
 from watchdogs.result import Status
 from watchdogs.sink import ItemOutcome
+from watchdogs.slurmctl.clustername import cluster_name
 from watchdogs.state.store import StateStore, StateUnavailable, state_problem
 
 LOG = logging.getLogger("watchdogs.alerts")
@@ -51,7 +52,7 @@ class AlertSink:
         self.channels = dict(channels)
         self.templates = templates or Templates(config.alerts.templates)
         self.host = host or socket.gethostname()
-        self.cluster = config.alerts.cluster or os.environ.get("SLURM_CLUSTER_NAME") or self.host
+        self.cluster = cluster_name(config.alerts.cluster, self.host)
         self.owner = f"{self.host}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
     def __repr__(self) -> str:

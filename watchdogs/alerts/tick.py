@@ -49,7 +49,7 @@ def to_event(outcome: ItemOutcome, decision: Decision, prev: ItemState, now: dat
                       previous=decision.previous, summary=result.summary,
                       since=at_time(since if since is not None else now.timestamp(), now), at=now,
                       kind=outcome.kind, details=tuple(result.details), context=dict(result.context),
-                      runbook=outcome.runbook, note=note)
+                      runbook=outcome.runbook, note=note, log=outcome.log or "")
 
 
 def notice_event(outcome: ItemOutcome, notice: Notice, now: datetime) -> AlertEvent:

@@ -37,11 +37,17 @@ from watchdogs.slurmctl import resubmit
 
 if TYPE_CHECKING:
     from watchdogs.checks.context import TickContext
+    from watchdogs.checks.jobend import Window
     from watchdogs.slurmctl.jobspec import JobSpec
     from watchdogs.slurmctl.jobstatus import Assessment
     from watchdogs.slurmctl.squeue import JobRow
+    from watchdogs.slurmctl.transitions import Transition
 
 MEMORY = "check.job"
+# A first look that finds nothing asks accounting this far back for the last run.
+FIRST_LOOKBACK_S = 24 * 3600.0
+# Accounting's times come from slurmctld's clock; a little overlap costs nothing.
+CLOCK_MARGIN_S = 60.0
 
 
 def subset_of(*allowed: str) -> Kind:
@@ -123,6 +129,43 @@ class JobCheck(Check):
             ids.append(last)
         return [i for i in ids if i not in memory.get("explained", {})]
 
+    def accounting_window(self, ctx: TickContext) -> Window | None:
+        """What this check needs from the tick's one sacct, as a time window over its job's
+        name and users: while no run is alive, every run since the last look that saw one
+        alive (or since the last look, once that gap was asked about), so a run that started
+        and ended between two looks and that the controller forgot (MinJobAge) is found; and
+        the runs it saw alive whose end it must explain (`ended_job_ids`). None: nothing."""
+        return ctx.shared(f"job-window:{self.name}", lambda: self._window(ctx))
+
+    def _window(self, ctx: TickContext) -> Window | None:
+        from watchdogs.checks.jobend import Window
+
+        rows = self._rows(ctx)
+        memory = ctx.store.kv_get(MEMORY, self.name, {})
+        first = ctx.now.timestamp() - FIRST_LOOKBACK_S
+        ids = self.ended_job_ids(ctx)
+        alive = any(r.running or r.queued for r in rows)
+        # Requeues are told from accounting's records of earlier runs, not from what one look
+        # happens to see (a run that started and was requeued between two looks).
+        requeues = jobnotices.REQUEUED in (self.opts.get("notices") or ()) and "seen" in memory
+        if alive and not ids and not requeues:
+            return None
+        since = float("inf")
+        if not alive:
+            since = memory.get("alive_at") if memory.get("alive_last") else memory.get("looked_at")
+            since = first if since is None else since
+        if requeues:
+            since = min(since, memory.get("looked_at", first))
+        if ids:
+            # Jobs seen alive at the last look (or ended-notices still waiting for accounting,
+            # alive one period before they were first seen gone) ended after this.
+            waiting = memory.get("pending_notices", {}).values()
+            since = min(since, memory.get("looked_at", first),
+                        min(waiting, default=float("inf")) - self.config.every)
+        spec = self.spec
+        return Window(since - CLOCK_MARGIN_S, (spec.job_name,) if spec.job_name else None,
+                      ctx.job_snapshot(spec).users.get(spec.users))
+
     def _rows(self, ctx: TickContext) -> list[JobRow]:
         return ctx.job_snapshot(self.spec).matching(self.spec)
 
@@ -136,13 +179,18 @@ class JobCheck(Check):
         # above, so nothing here can fail usefully).
         with contextlib.suppress(WatchdogsError):
             self.ended_job_ids(ctx)
+            self.accounting_window(ctx)
         rows = self._rows(ctx)
         said = self._notices(ctx, rows)
         self._remember(ctx, verdict, rows)
         result = (self._gone(ctx, rows) if verdict.kind == GONE else
                   CheckResult(verdict.status, verdict.summary, verdict.details, verdict.metrics,
                               verdict.context, verdict.fingerprint))
-        return dataclasses.replace(result, notices=tuple(said)) if said else result
+        if not said:
+            return result
+        # The lifecycle's own `ended` notice already tells a completion.
+        own = () if any(n.kind == jobnotices.ENDED for n in said) else result.notices
+        return dataclasses.replace(result, notices=(*said, *own))
 
     def assess(self, ctx: TickContext) -> Assessment:
         """The verdict from the tick's snapshot; kind UNKNOWN when Slurm cannot be asked
@@ -154,10 +202,14 @@ class JobCheck(Check):
         try:
             snapshot = ctx.job_snapshot(spec)
         except SlurmError as exc:
-            return unknown(f"cannot ask Slurm about jobs with {spec.describe()}: "
+            return unknown(f"cannot tell whether jobs with {spec.describe()} run: "
                            f"{exc} (not assuming the job is gone)")
         if spec.users not in snapshot.users:
-            resolve_users(spec.users)  # raises the reason (e.g. an unknown group) -> UNKNOWN
+            try:
+                resolve_users(spec.users)
+            except WatchdogsError as exc:
+                return unknown(f"cannot tell whether jobs with {spec.describe()} run: {exc} "
+                               "(not assuming the job is gone)")
         memory = ctx.store.kv_get(MEMORY, self.name, {})
         return assess(snapshot.matching(spec), ctx.now, memory.get("last_running_at"),
                       self.opts.get("max_pending"))
@@ -174,6 +226,10 @@ class JobCheck(Check):
             memory["job_ids"] = alive[-20:]
         if verdict.kind == RUNNING:
             memory["last_running_at"] = ctx.now.timestamp()
+        memory["looked_at"] = ctx.now.timestamp()
+        memory["alive_last"] = bool(alive)
+        if alive:
+            memory["alive_at"] = ctx.now.timestamp()
         memory["seen"] = remember(rows)
         ctx.store.kv_put(MEMORY, self.name, memory)
 
@@ -188,6 +244,8 @@ class JobCheck(Check):
         if not wanted or "seen" not in memory:
             return []  # the first look only learns what runs; nothing has changed yet
         found = transitions(memory["seen"], rows)
+        if jobnotices.REQUEUED in wanted:
+            found = [*self._requeued_between(ctx, rows, memory, found), *found]
         said, waiting = jobnotices.notices(
             wanted, found, ctx.now, self.label(), memory.get("pending_notices", {}),
             lambda job_id, row: final_ending(self, ctx, job_id, row))
@@ -195,6 +253,51 @@ class JobCheck(Check):
         memory["pending_notices"] = waiting
         ctx.store.kv_put(MEMORY, self.name, memory)
         return said
+
+    def _requeued_between(self, ctx: TickContext, rows: list[JobRow], memory: Mapping[str, Any],
+                          found: list[Transition]) -> list[Transition]:
+        """Requeues since the last look that this look cannot see (the run started and was
+        requeued in between): accounting's record of an alive job has an earlier run that
+        ended after the last look. One per job; none when the look already told it."""
+        from watchdogs.checks.jobend import tick_answer
+        from watchdogs.slurmctl.transitions import REQUEUED, Transition
+
+        since = memory.get("looked_at")
+        if since is None:
+            return []
+        try:
+            records = tick_answer(ctx).records
+        except SlurmError:
+            return []
+        seen = {t.job_id for t in found if t.kind == REQUEUED}
+        # Accounting's times are whole seconds: an end in the second of the last look counts,
+        # and the ends already told are remembered so that none is told twice.
+        told: dict[str, list[float]] = dict(memory.get("requeues_told", {}))
+        # A requeue this look saw (pending again) is told by the look; accounting may record
+        # it only later: its end, at or before this moment, is not news then.
+        until: dict[str, float] = dict(memory.get("requeues_seen_until", {}))
+        until.update({job_id: ctx.now.timestamp() for job_id in seen})
+        out = []
+        for row in rows:
+            record = records.get(row.raw_id)
+            if not (row.running or row.queued) or record is None:
+                continue
+            # The job is alive: every run accounting shows ended is an earlier one (its
+            # record of the new run may not be there yet, leaving the requeued run newest).
+            runs = (*record.earlier_ends, record.end)
+            ends = [e.timestamp() for e in runs if e is not None]
+            new = [e for e in ends if e >= int(since) and e not in told.get(row.raw_id, [])
+                   and e > until.get(row.raw_id, float("-inf"))]
+            if new and row.raw_id not in seen:
+                out.append(Transition(REQUEUED, row.raw_id, row))
+            if new:
+                told[row.raw_id] = [*told.get(row.raw_id, []), *new][-10:]
+        alive = {r.raw_id for r in rows}
+        fresh = dict(ctx.store.kv_get(MEMORY, self.name, {}))
+        fresh["requeues_told"] = {k: v for k, v in told.items() if k in alive}
+        fresh["requeues_seen_until"] = {k: v for k, v in until.items() if k in alive}
+        ctx.store.kv_put(MEMORY, self.name, fresh)
+        return out
 
     # -- the job is gone: why, and what to do (watchdogs.checks.jobgone) ------------------
 

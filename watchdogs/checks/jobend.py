@@ -12,7 +12,7 @@ yet, the explanation degrades to what the controller's rows say, and says so.
 from __future__ import annotations
 
 import pwd
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
@@ -22,7 +22,7 @@ from watchdogs.errors import SlurmError
 from watchdogs.slurmctl.backoff import guarded
 from watchdogs.slurmctl.ending import EndFacts, Ending, Progress, classify, explain
 from watchdogs.slurmctl.hostlist import expand
-from watchdogs.slurmctl.sacct import AcctRecord, run_sacct
+from watchdogs.slurmctl.sacct import AcctRecord, run_sacct, run_sacct_window
 from watchdogs.slurmctl.sinfo import run_sinfo
 from watchdogs.slurmctl.snapshot import SLURM_TIMEOUT_S
 from watchdogs.slurmctl.squeue import JobRow
@@ -36,6 +36,7 @@ KEEP_EXPLAINED = 10
 class AcctAnswer:
     asked: frozenset[str]
     records: Mapping[str, AcctRecord]
+    windows: tuple[Window, ...] = ()
 
 
 def needed_ids(ctx: TickContext) -> list[str]:
@@ -52,10 +53,68 @@ def needed_ids(ctx: TickContext) -> list[str]:
     return ids
 
 
-def _fetch(ctx: TickContext, ids: Sequence[str]) -> AcctAnswer:
+@dataclass(frozen=True)
+class Window:
+    """A gone job's check asks for every run of its job since it last looked."""
+
+    since: float
+    names: tuple[str, ...] | None
+    """Exact names, or None (a regex: no name filter)."""
+    users: frozenset[str] | None
+
+
+def needed_windows(ctx: TickContext) -> list[Window]:
+    found = []
+    for check in ctx.checks:
+        wanted = getattr(check, "accounting_window", None)
+        if wanted is None:
+            continue
+        try:
+            window = wanted(ctx)
+        except Exception:  # noqa: BLE001 - that check reports its own problem when it runs
+            continue
+        if window is not None:
+            found.append(window)
+    return found
+
+
+def _fetch(ctx: TickContext, ids: Sequence[str], windows: Sequence[Window] = ()) -> AcctAnswer:
+    """One sacct: by time window when a check needs one (its job is gone, or it asks how jobs
+    it saw alive ended: each check's window covers its ids), else by job ids."""
+    if not windows:
+        records = guarded(ctx.store, "sacct", ctx.now.timestamp(),
+                          lambda: run_sacct(ids, SACCT_TIMEOUT_S, ctx.slurm_env(), ctx.runner))
+        return AcctAnswer(frozenset(ids), records)
+    since = datetime.fromtimestamp(min(w.since for w in windows)).astimezone()
+    names = None if any(w.names is None for w in windows) else {n for w in windows for n in w.names or ()}
+    users = None if any(w.users is None for w in windows) else {u for w in windows for u in w.users or ()}
     records = guarded(ctx.store, "sacct", ctx.now.timestamp(),
-                      lambda: run_sacct(ids, SACCT_TIMEOUT_S, ctx.slurm_env(), ctx.runner))
-    return AcctAnswer(frozenset(ids), records)
+                      lambda: run_sacct_window(since, names, users, SACCT_TIMEOUT_S,
+                                               ctx.slurm_env(), ctx.runner))
+    return AcctAnswer(frozenset(ids) | frozenset(records), records, tuple(windows))
+
+
+def tick_answer(ctx: TickContext) -> AcctAnswer:
+    """The tick's one sacct answer (raises SlurmError when sacct fails)."""
+    return ctx.shared("sacct", lambda: _fetch(ctx, needed_ids(ctx), needed_windows(ctx)))
+
+
+def runs_since(ctx: TickContext, window: Window, match: Callable[[AcctRecord], bool]
+               ) -> list[AcctRecord]:
+    """The finished runs in the tick's answer that `match`, newest first."""
+    answer = tick_answer(ctx)
+    seen: dict[str, AcctRecord] = {}
+    for record in answer.records.values():
+        if record.finished and match(record) and record.end is not None \
+                and record.end.timestamp() >= window.since:
+            seen[record.raw_id] = record
+    return sorted(seen.values(), key=lambda r: (r.end.timestamp() if r.end else 0.0, _num(r.raw_id)),
+                  reverse=True)
+
+
+def _num(job_id: str) -> int:
+    head = job_id.split("_")[0]
+    return int(head) if head.isdigit() else 0
 
 
 def accounting(ctx: TickContext, ids: Sequence[str]) -> Mapping[str, AcctRecord]:
@@ -63,7 +122,7 @@ def accounting(ctx: TickContext, ids: Sequence[str]) -> Mapping[str, AcctRecord]
     tick's list) one call of its own, still memoised. Raises SlurmError when sacct fails."""
     if not ids:
         return {}
-    answer = ctx.shared("sacct", lambda: _fetch(ctx, needed_ids(ctx)))
+    answer = tick_answer(ctx)
     if set(ids) <= answer.asked:
         return answer.records
     return ctx.shared(f"sacct:{','.join(sorted(ids))}", lambda: _fetch(ctx, ids)).records

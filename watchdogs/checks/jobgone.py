@@ -6,21 +6,23 @@ JobCheck imports this module when a job is gone or has ended, not when the class
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from watchdogs.checks import jobend, jobfiles
 from watchdogs.checks.job import MEMORY
-from watchdogs.errors import SlurmError
-from watchdogs.result import CheckResult, Status
+from watchdogs.errors import SlurmError, WatchdogsError
+from watchdogs.result import CheckResult, Notice, Status
 from watchdogs.slurmctl import resubmit
-from watchdogs.slurmctl.ending import Ending, Progress
+from watchdogs.slurmctl.ending import COMPLETED, Ending, Progress
 from watchdogs.slurmctl.snapshot import SLURM_TIMEOUT_S
 
 if TYPE_CHECKING:
     from watchdogs.checks.context import TickContext
     from watchdogs.checks.job import JobCheck
+    from watchdogs.slurmctl.jobspec import JobSpec
+    from watchdogs.slurmctl.sacct import AcctRecord
     from watchdogs.slurmctl.squeue import JobRow
 
 RESUBMITS = "check.job.resubmits"
@@ -30,14 +32,17 @@ def gone(check: JobCheck, ctx: TickContext, rows: list[JobRow]) -> CheckResult:
     """CRITICAL with how the last instance ended, or WARNING when it was resubmitted."""
     spec = check.spec
     memory = ctx.store.kv_get(MEMORY, check.name, {})
-    job_id = check.last_id(rows, memory)
+    runs = _runs_since(check, ctx)
+    job_id = _newest([r.raw_id for r in runs[:1]], check.last_id(rows, memory))
     context = {"job_name": check.label(), "state": "GONE"}
     where = f"no job with {spec.describe()} is running or queued"
     if job_id is None:
         summary = f"gone: {where}, and there is no record of an earlier one"
-        if check.opts.get("resubmit") is None:
-            return CheckResult(Status.CRITICAL, summary, context=context, fingerprint="gone:")
-        return _resubmit(check, ctx, summary, (), context, None, "gone:")
+        if check.opts.get("resubmit") is not None:
+            context["resubmit"] = "no_evidence"
+            summary += (". Not resubmitted: no accounting record shows that a run of it ended "
+                        "(a resubmit needs one, so that a training is never started twice)")
+        return CheckResult(Status.CRITICAL, summary, context=context, fingerprint="gone:")
     row = next((r for r in rows if r.raw_id == job_id), None)
     ending, tail, _final = _ending(check, ctx, job_id, row)
     f = ending.facts
@@ -46,11 +51,74 @@ def gone(check: JobCheck, ctx: TickContext, rows: list[JobRow]) -> CheckResult:
     fingerprint = f"gone:{job_id}:{ending.kind}:{f.source}"
     details = [f"{where}.", f"efficiency: {ending.efficiency()}" if f.source == "sacct" else ""]
     details += _tail_lines(tail)
-    summary = ending.sentence()
+    summary = ending.sentence() + _earlier_runs(check, ctx, [r for r in runs if r.raw_id != job_id])
     lines = tuple(d for d in details if d)
+    if ending.kind == COMPLETED:
+        # A training that finished (exit 0: done, finish(), or trainguard's kill switch) is
+        # news, not a failure: OK (it resolves an open alert) and a notice, told once.
+        return _completed(check, ctx, job_id, summary, lines, context, fingerprint)
     if check.opts.get("resubmit") is None:
         return CheckResult(Status.CRITICAL, summary, lines, context=context, fingerprint=fingerprint)
     return _resubmit(check, ctx, summary, lines, context, ending, fingerprint)
+
+
+def _completed(check: JobCheck, ctx: TickContext, job_id: str, summary: str,
+               lines: tuple[str, ...], context: dict[str, str], fingerprint: str) -> CheckResult:
+    memory = dict(ctx.store.kv_get(MEMORY, check.name, {}))
+    told = memory.get("told_completed") == job_id
+    if not told:
+        memory["told_completed"] = job_id
+        ctx.store.kv_put(MEMORY, check.name, memory)
+    notices = () if told else (Notice(summary, lines, "ended"),)
+    return CheckResult(Status.OK, summary, lines, context=context, fingerprint=fingerprint,
+                       notices=notices)
+
+
+def _runs_since(check: JobCheck, ctx: TickContext) -> list[AcctRecord]:
+    """Every finished run of the job since the last look, newest first, from the tick's one
+    sacct ([] when accounting cannot say: the controller's view then decides, and says so)."""
+    window = check.accounting_window(ctx)
+    if window is None:
+        return []
+    spec = check.spec
+    try:
+        return jobend.runs_since(ctx, window, lambda r: _is_ours(spec, window, r))
+    except SlurmError:
+        return []
+
+
+def _is_ours(spec: JobSpec, window: jobend.Window, record: AcctRecord) -> bool:
+    if spec.job_name is not None and record.name != spec.job_name:
+        return False
+    if spec.job_regex is not None and not spec.job_regex.fullmatch(record.name):
+        return False
+    return window.users is None or record.user in window.users
+
+
+def _newest(*candidates: Sequence[str] | str | None) -> str | None:
+    """The most recent of the job ids (ids grow with time)."""
+    ids = [c for group in candidates if group for c in ([group] if isinstance(group, str) else group)]
+    return max(ids, key=lambda i: int(i.split("_")[0]) if i.split("_")[0].isdigit() else 0, default=None)
+
+
+def _earlier_runs(check: JobCheck, ctx: TickContext, earlier: list[AcctRecord]) -> str:
+    """"; and 1 earlier run since the last look: job 5 hit its time limit" (runs already
+    reported are left out)."""
+    memory = ctx.store.kv_get(MEMORY, check.name, {})
+    told = memory.get("explained", {})
+    earlier = [r for r in earlier if r.raw_id not in told]
+    if not earlier:
+        return ""
+    shown = ", ".join(f"job {r.job_id} {_state_words(r.state)}" for r in earlier[:3])
+    more = f" and {len(earlier) - 3} more" if len(earlier) > 3 else ""
+    runs = "run" if len(earlier) == 1 else "runs"
+    return f"; and {len(earlier)} earlier {runs} since the last look: {shown}{more}"
+
+
+def _state_words(state: str) -> str:
+    return {"TIMEOUT": "hit its time limit", "OUT_OF_MEMORY": "ran out of memory",
+            "FAILED": "failed", "COMPLETED": "completed", "CANCELLED": "was cancelled",
+            "NODE_FAIL": "lost its node", "PREEMPTED": "was preempted"}.get(state, f"ended {state}")
 
 
 def final_ending(check: JobCheck, ctx: TickContext, job_id: str, row: JobRow | None
@@ -111,6 +179,11 @@ def _resubmit(check: JobCheck, ctx: TickContext, summary: str, details: tuple[st
     if not decision.allowed:
         return CheckResult(Status.CRITICAL, f"{summary}. {decision.why}.", details, context=context,
                            fingerprint=fingerprint)
+    doubt = _second_look(check, ctx)
+    if doubt is not None:
+        context["resubmit"] = "doubt"
+        return CheckResult(Status.UNKNOWN, f"{summary}. Not resubmitted: {doubt}", details,
+                           context=context, fingerprint=f"{fingerprint}:doubt")
     try:
         job_id = _submit(check, ctx, script, decision.exclude)
     except SlurmError as exc:
@@ -122,6 +195,30 @@ def _resubmit(check: JobCheck, ctx: TickContext, summary: str, details: tuple[st
     return CheckResult(Status.WARNING, f"{summary}. Resubmitted as job {job_id}{excluding} "
                                        f"({decision.why}).", details, context=context,
                        fingerprint=fingerprint)
+
+
+def _second_look(check: JobCheck, ctx: TickContext) -> str | None:
+    """Why not to submit, or None: a fresh, clean listing of the job's name and users shows
+    no run of it alive. The one extra squeue of a tick that resubmits (rare by design): a
+    second copy of a training costs far more than a call."""
+    from watchdogs.slurmctl.jobspec import plan_queries
+    from watchdogs.slurmctl.squeue import run_query
+    from watchdogs.slurmctl.users import resolve_users
+
+    spec = check.spec
+    try:
+        users = resolve_users(spec.users)
+        rows = [row for query in plan_queries([spec], {spec.users: users})
+                for row in run_query(query, SLURM_TIMEOUT_S, ctx.slurm_env(), ctx.runner)]
+    except WatchdogsError as exc:
+        return (f"a second look at the queue before resubmitting failed ({exc}), so it "
+                "cannot be told that no copy of it runs")
+    alive = [r for r in rows if spec.matches(r, users) and not r.finished]
+    if alive:
+        listed = ", ".join(f"job {r.job_id} {r.state}" for r in alive[:3])
+        return (f"a second look at the queue lists it again ({listed}); nothing was "
+                "submitted, so that a training is never started twice")
+    return None
 
 
 def _submit(check: JobCheck, ctx: TickContext, script: Path, exclude: tuple[str, ...]) -> str:

@@ -92,7 +92,9 @@ class LogStaleCheck(WatchesLinkedJob, Check):
 
         status = worst([v.status for v in verdicts])
         bad = [v for v in verdicts if v.status is status] if status is not Status.OK else verdicts
-        summary = "; ".join(v.summary for v in bad)
+        # "hung?" once at the front, not before each file's reason (issue 20 item 9).
+        asks = any(v.summary.startswith("hung? ") for v in bad)
+        summary = ("hung? " if asks else "") + "; ".join(v.summary.removeprefix("hung? ") for v in bad)
         details = tuple(d for v in verdicts for d in v.details)
         fingerprint = "|".join(sorted({v.fingerprint for v in verdicts if v.fingerprint}))
         context: dict[str, str] = {}

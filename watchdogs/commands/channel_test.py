@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import os
 import socket
 import time
 import uuid
@@ -48,7 +47,9 @@ def channel_test(args: argparse.Namespace) -> CommandResult:
         names = ", ".join(n.name for n in config.notifiers) or "none defined"
         raise WatchdogsError(f"no [[notify]] channel named {args.channel!r} in {config.path} ({names})")
     notifier = build_notifier(settings)
-    cluster = config.alerts.cluster or os.environ.get("SLURM_CLUSTER_NAME") or socket.gethostname()
+    from watchdogs.slurmctl.clustername import cluster_name
+
+    cluster = cluster_name(config.alerts.cluster, socket.gethostname())
     batch = _batch(settings.name, args.severity, cluster)
     message = notifier.render(batch, Templates(config.alerts.templates))
     head = f"channel {settings.name!r} ({settings.type})"

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from watchdogs import units
 from watchdogs.commands.base import CommandResult, config_from_args
 from watchdogs.config.model import Config
-from watchdogs.errors import ConfigError
+from watchdogs.errors import ConfigError, ConfigProblem
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -23,6 +23,11 @@ def validate(args: argparse.Namespace) -> CommandResult:
     except ConfigError as exc:
         problems = [str(p) for p in exc.problems]
         return CommandResult(str(exc), {"valid": False, "problems": problems}, exit_code=2)
+    unknown = _unknown_users(config)
+    if unknown:
+        error = ConfigError(unknown)
+        return CommandResult(str(error), {"valid": False, "problems": [str(p) for p in unknown]},
+                             exit_code=2)
     types = Counter(c.type for c in config.checks)
     kinds = ", ".join(f"{n} {t}" for t, n in sorted(types.items())) or "none"
     channels = ", ".join(n.name for n in config.notifiers) or "none"
@@ -63,3 +68,21 @@ def _named(route: Mapping[str, Sequence[str]], severity: str) -> Sequence[str]:
         if key in route:
             return route[key]
     return ()
+
+
+def _unknown_users(config: Config) -> list[ConfigProblem]:
+    """Every `users` entry naming a user or group this system does not know. Here and not
+    at load: a directory service that is down for a minute must not refuse the whole config
+    of a running scheduler (there the one check says UNKNOWN); `validate` is where a person
+    finds the typo before squeue's `Invalid user` makes a running job look gone."""
+    from watchdogs.slurmctl.users import unknown_names
+
+    problems = []
+    for check in config.checks:
+        users = check.options.get("users")
+        if not users:
+            continue
+        for problem in unknown_names(users):
+            problems.append(ConfigProblem(str(config.path), f'check "{check.name}"', "users",
+                                          list(users), f"existing users and @groups ({problem})"))
+    return problems

@@ -22,7 +22,7 @@ from watchdogs import units
 from watchdogs.config.sections import SCHEDULER
 from watchdogs.errors import SlurmError, WatchdogsError
 from watchdogs.scheduler.runs import Life
-from watchdogs.slurmctl.runner import SlurmRunner, run_slurm
+from watchdogs.slurmctl.runner import SlurmRunner, listing, run_slurm, unparsed
 from watchdogs.state import lastgood
 
 if sys.version_info >= (3, 11):
@@ -135,12 +135,17 @@ def chain_jobs(name: str, env: Mapping[str, str] | None = None,
     """This user's live jobs with the chain's name: one squeue call."""
     reply = runner(["squeue", "--me", "--noheader", f"--name={name}", f"--states={LIVE_STATES}",
                     "--format=%i|%T|%r|%S"], env=env)
-    jobs = []
-    for line in reply.stdout.splitlines():
-        parts = line.strip().split("|")
-        if len(parts) == 4:
-            jobs.append(ChainJob(*parts))
+    # Submitting and cancelling successors act on this listing: a line we cannot read or
+    # text on stderr is a SlurmDoubt (the caller says so and acts on nothing).
+    jobs = [ChainJob(*_chain_fields(line)) for line in listing(reply).splitlines() if line.strip()]
     return sorted(jobs, key=lambda j: int(j.id) if j.id.isdigit() else 0)
+
+
+def _chain_fields(line: str) -> list[str]:
+    parts = line.strip().split("|")
+    if len(parts) != 4 or not parts[0]:
+        raise unparsed("squeue", line)
+    return parts
 
 
 def live_job(job_id: str, env: Mapping[str, str] | None = None,
@@ -148,9 +153,8 @@ def live_job(job_id: str, env: Mapping[str, str] | None = None,
     """One of this user's jobs by id if it is still live (one squeue call)."""
     reply = runner(["squeue", "--me", "--noheader", f"--jobs={job_id}", f"--states={LIVE_STATES}",
                     "--format=%i|%T|%r|%S"], env=env)
-    for line in reply.stdout.splitlines():
-        parts = line.strip().split("|")
-        if len(parts) == 4 and parts[0] == job_id:
+    for line in listing(reply).splitlines():
+        if line.strip() and (parts := _chain_fields(line))[0] == job_id:
             return ChainJob(*parts)
     return None
 

@@ -48,11 +48,12 @@ class Item:
         return tuple(str(self.check.opts.get(key)) for key in self.check.references
                      if self.check.opts.get(key) is not None)
 
-    def outcome(self, result: CheckResult, started: datetime, finished: datetime) -> ItemOutcome:
+    def outcome(self, result: CheckResult, started: datetime, finished: datetime,
+                log: str | None = None) -> ItemOutcome:
         from watchdogs.sink import ItemOutcome  # here: `status` lists items and runs none
 
         return ItemOutcome(self.id, self.kind, result, started, finished, self.notify, self.runbook,
-                           self.after, self.repeat_every)
+                           self.after, self.repeat_every, log)
 
 
 def check_items(config: Config, registry: Registry) -> tuple[list[Item], list[Refusal]]:

@@ -33,6 +33,7 @@ from watchdogs.scheduler.inbox import removed_items
 from watchdogs.scheduler.items import Item, check_items, dropin_items
 from watchdogs.scheduler.prune import SCHEDULER_LOGS, prune_files
 from watchdogs.scheduler.records import GuardedRecords, Records
+from watchdogs.scheduler.refusals import refusal_outcomes
 from watchdogs.scheduler.runner import RUNS_DIR, Due, Finished, LoopEvent, Runner
 from watchdogs.scheduler.runs import FinishedRun
 from watchdogs.scheduler.stopflag import StopFlag
@@ -99,6 +100,7 @@ class Scheduler:
         self.owner = owner
         self._known: set[str] | None = None
         self._warned: set[str] = set()
+        self._refused_paths: set[str] = set()
         self._checks, self._check_refusals = check_items(config, registry)
         self._aps = BackgroundScheduler(timezone=timezone.utc, executors={"default": DebugExecutor()},
                                         job_defaults={"misfire_grace_time": None, "coalesce": True,
@@ -181,7 +183,7 @@ class Scheduler:
                 LOG.warning("%s: interrupted (the scheduler is stopping); counts as not run", run.item)
                 continue
             LOG.info("%s: %s: %s", run.item, run.result.status.name, run.result.summary)
-            self._outcomes.append(item.outcome(run.result, _dt(run.started), _dt(run.finished)))
+            self._outcomes.append(item.outcome(run.result, _dt(run.started), _dt(run.finished), run.log))
             self._held_since = self._held_since or time.monotonic()
 
     def _deliver(self, now: float, tick: bool) -> None:
@@ -289,6 +291,8 @@ class Scheduler:
             if str(refusal) not in self._warned:
                 self._warned.add(str(refusal))
                 LOG.warning("refused: %s", refusal)
+        self._outcomes += refusal_outcomes(refused, self._refused_paths, _dt(now))
+        self._refused_paths = {r.path for r in refused}
         wanted = {i.id: i for i in self._checks + dropins}
         for item_id in set(self.items) - set(wanted):
             LOG.info("%s: gone from cron.d; no longer scheduled", item_id)

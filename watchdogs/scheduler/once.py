@@ -17,6 +17,7 @@ from watchdogs.result import Status, worst
 from watchdogs.scheduler.items import Item, all_items
 from watchdogs.scheduler.prune import SCHEDULER_LOGS, prune_files
 from watchdogs.scheduler.records import GuardedRecords
+from watchdogs.scheduler.refusals import refusal_outcomes
 from watchdogs.scheduler.runner import RUNS_DIR, Finished, LoopEvent, Runner, Skip
 from watchdogs.scheduler.runs import FinishedRun
 from watchdogs.schedules import first_run
@@ -92,8 +93,11 @@ def run_once(config: Config, store: StateStore, sink: ResultSink, registry: Regi
         runner.stop(0.0)  # drop-ins run in sessions of their own: kill them, not orphan them
         raise
     records.finished([run for run, _ in finished])
-    outcomes = [item.outcome(run.result, _dt(run.started), _dt(run.finished))
+    outcomes = [item.outcome(run.result, _dt(run.started), _dt(run.finished), run.log)
                 for run, item in finished if run.result is not None]
+    # Drop-ins that will never run: told once (the lifecycle dedupes), like any item.
+    outcomes += refusal_outcomes([r for r in refused if not r.path.startswith('check "')], (),
+                                 _dt(now))
     try:
         if outcomes:
             sink.handle(outcomes, _dt(clock()))

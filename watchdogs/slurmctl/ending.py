@@ -20,6 +20,9 @@ from watchdogs.slurmctl.squeue import JobRow
 
 COMPLETED, OUT_OF_MEMORY, TIMEOUT, NODE_FAIL = "completed", "out_of_memory", "timeout", "node_fail"
 PREEMPTED, FAILED, CANCELLED, UNKNOWN = "preempted", "failed", "cancelled", "unknown"
+# A partition without a time limit shows one of a year or more (Slurm's INFINITE as minutes):
+# "elapsed 36 s of 365 d 00 h" says nothing; no limit is said as none.
+NO_LIMIT_S = 365 * 86400.0
 _KINDS = {"COMPLETED": COMPLETED, "OUT_OF_MEMORY": OUT_OF_MEMORY, "TIMEOUT": TIMEOUT,
           "NODE_FAIL": NODE_FAIL, "BOOT_FAIL": NODE_FAIL, "PREEMPTED": PREEMPTED,
           "FAILED": FAILED, "DEADLINE": TIMEOUT, "CANCELLED": CANCELLED}
@@ -155,7 +158,9 @@ class Ending:
         if self.kind == CANCELLED:
             return f"was cancelled{self._by()}{after}"
         if self.kind == COMPLETED:
-            return f"completed{on}{after}"
+            step = self.progress.step
+            at = f" at step {humanize.count(step)}" if step is not None else ""
+            return f"completed{at}{on}{after} (exit 0: finished, not a failure)"
         return f"ended {f.state}{on}{after}" + (f" ({f.reason})" if f.reason else "")
 
     def _memory(self) -> str:
@@ -171,8 +176,8 @@ class Ending:
 
     def _timeout(self, after: str) -> str:
         f, p = self.facts, self.progress
-        text = (f"hit its time limit of {humanize.limit(f.time_limit)}" if f.time_limit
-                else f"hit its time limit{after}")
+        text = (f"hit its time limit of {humanize.limit(f.time_limit)}"
+                if f.time_limit and f.time_limit < NO_LIMIT_S else f"hit its time limit{after}")
         if f.state == "DEADLINE":
             text = f"passed its deadline{after}"
         if p.step is not None:
@@ -215,7 +220,7 @@ class Ending:
                          f"({humanize.percent(f.max_rss, f.mem_per_node)})")
         elif f.mem_per_node:
             parts.append(f"memory requested {humanize.size(f.mem_per_node)} (peak not recorded)")
-        if f.time_limit:
+        if f.time_limit and f.time_limit < NO_LIMIT_S:
             parts.append(f"elapsed {humanize.duration(f.elapsed)} of {humanize.limit(f.time_limit)} "
                          f"({humanize.percent(f.elapsed, f.time_limit)})")
         else:

@@ -15,8 +15,14 @@ ending, the resubmit history and the time. Only `submit` touches Slurm.
 | failed               | resubmit     | failed later (a transient error, a flaky filesystem)     |
 | cancelled_by_owner   | no           | a person decided                                         |
 | cancelled_by_other   | no           | an administrator (or another user) decided               |
-| unknown              | resubmit     | accounting cannot say; as before, the limit still holds  |
+| unknown              | no           | accounting recorded an end it does not name              |
 | completed            | never        | done                                                     |
+
+Whatever the table says, nothing is submitted without positive evidence (issue 28): an
+accounting record of how the last run ended (`Ending.facts.source == "sacct"`), and, just
+before sbatch, a second clean squeue listing with no run of the job alive
+(watchdogs.checks.jobgone). Without accounting's record the job may still be running where
+the controller's answer did not show it: a second copy of a training is the harm.
 """
 from __future__ import annotations
 
@@ -36,7 +42,7 @@ if TYPE_CHECKING:
 
 ENDINGS = ("node_fail", "preempted", "timeout_saved", "timeout_unsaved", "out_of_memory",
            "failed_fast", "failed", "cancelled_by_owner", "cancelled_by_other", "unknown")
-DEFAULT_RESUBMIT_ON = ("node_fail", "preempted", "timeout_saved", "failed", "unknown")
+DEFAULT_RESUBMIT_ON = ("node_fail", "preempted", "timeout_saved", "failed")
 DEFAULT_FAIL_FAST = 600.0
 
 
@@ -110,14 +116,19 @@ def decide(policy: ResubmitPolicy, history: Sequence[float], now: float, kill_sw
                         key=key)
     if key == "completed":
         return Decision(False, "Not resubmitted: the last run completed successfully", recent, key=key)
+    if ending is None or ending.facts.source != "sacct":
+        said = f" ({ending.facts.degraded})" if ending is not None and ending.facts.degraded else ""
+        return Decision(False, "Not resubmitted: accounting has no record of how it ended"
+                               f"{said}; a resubmit needs one, so that a training that may still "
+                               "run is never started twice", recent, key="no_evidence")
     if key not in policy.resubmit_on:
         return Decision(False, f"Not resubmitted: {_why_not(key, ending, policy)}", recent, key=key)
     if len(recent) >= policy.limit:
         return Decision(False, f"Not resubmitted: crash loop ({len(recent)} resubmits in the last "
                                f"{humanize.duration(policy.window)}, limit {policy.limit})", recent,
                         key=key)
-    exclude = tuple(n for n, _ in ending.failed_nodes) if ending is not None else ()
-    if key == "node_fail" and not exclude and ending is not None and ending.facts.nnodes == 1:
+    exclude = tuple(n for n, _ in ending.failed_nodes)
+    if key == "node_fail" and not exclude and ending.facts.nnodes == 1:
         exclude = (ending.facts.nodelist,)  # the one node it ran on, back or not
     return Decision(True, f"{humanize.ordinal(len(recent) + 1)} of at most {policy.limit} in "
                           f"{humanize.duration(policy.window)}", recent, exclude, key)

@@ -33,6 +33,29 @@ class SlurmBusy(SlurmError):
     """The controller is overloaded or rate-limiting us: back off before asking again."""
 
 
+class SlurmDoubt(SlurmError):
+    """Slurm answered, but not cleanly: text on stderr, a line that does not parse, a user
+    it does not know. Nothing may be concluded from such an answer, least of all "the job
+    is gone": whatever acts on it (sbatch, scancel, requeue) must not."""
+
+
+def listing(reply: SlurmReply) -> str:
+    """The stdout of a command whose answer is a listing we act on, only when it is clean.
+    squeue says `Invalid user: x` on stderr and exits 0 with an empty listing; a site's
+    wrapper may warn there too: either way the listing cannot be taken as complete."""
+    said = " ".join(reply.stderr.split())
+    if said:
+        raise SlurmDoubt(f"{reply.argv[0]} printed {said[:200]!r} (so its answer may be "
+                         "incomplete)")
+    return reply.stdout
+
+
+def unparsed(command: str, line: str) -> SlurmDoubt:
+    """The error for a listing line that does not have our format."""
+    return SlurmDoubt(f"{command} printed a line that does not parse: {line.strip()[:120]!r} "
+                      "(so its answer may be incomplete)")
+
+
 class SlurmRunner(Protocol):
     """How a Slurm command is run: `run_slurm`, or in a unit test a function that answers
     with recorded output (the tick carries it: `TickContext.runner`)."""

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from watchdogs.slurmctl.runner import SlurmRunner
+from watchdogs.slurmctl.runner import SlurmRunner, listing, unparsed
 from watchdogs.slurmctl.slurmtime import parse_elapsed, parse_timestamp
 
 SEP = "\x1f"
@@ -73,6 +73,8 @@ class AcctRecord:
     job's own (name "allocation", no time limit, no working directory)."""
     earlier: tuple[str, ...] = ()
     """States of earlier runs of a requeued job, oldest first ("NODE_FAIL", "PREEMPTED")."""
+    earlier_ends: tuple[datetime | None, ...] = ()
+    """When each of those earlier runs ended (a requeue between two looks ended one)."""
 
     @property
     def finished(self) -> bool:
@@ -98,6 +100,26 @@ def sacct_argv(job_ids: Iterable[str]) -> list[str]:
             "-o", ",".join(FIELDS)]
 
 
+def window_argv(since: datetime, names: Iterable[str] | None, users: Iterable[str] | None
+                ) -> list[str]:
+    """Every job (of these names and users) active since `since`: runs that started and
+    ended between two looks are in it, which `-j` with the ids a look saw cannot find.
+    None: no filter on that axis (a regex name; users = "*")."""
+    argv = ["sacct", "--noheader", "--parsable2", f"--delimiter={SEP}", "--noconvert",
+            "--duplicates", f"--starttime={since.strftime('%Y-%m-%dT%H:%M:%S')}",
+            "--endtime=now", "-o", ",".join(FIELDS)]
+    if names is not None:
+        argv.append(f"--name={','.join(sorted(set(names)))}")
+    argv.append("--allusers" if users is None else f"--user={','.join(sorted(set(users)))}")
+    return argv
+
+
+def run_sacct_window(since: datetime, names: Iterable[str] | None, users: Iterable[str] | None,
+                     timeout: float, env: Mapping[str, str] | None,
+                     runner: SlurmRunner) -> dict[str, AcctRecord]:
+    return parse_sacct(listing(runner(window_argv(since, names, users), timeout=timeout, env=env)))
+
+
 def _id_key(job_id: str) -> tuple[int, str]:
     head = job_id.split("_")[0]
     return (int(head) if head.isdigit() else 0, job_id)
@@ -109,22 +131,27 @@ def run_sacct(job_ids: Iterable[str], timeout: float, env: Mapping[str, str] | N
     ids = [i for i in job_ids if i]
     if not ids:
         return {}
-    return parse_sacct(runner(sacct_argv(ids), timeout=timeout, env=env).stdout)
+    return parse_sacct(listing(runner(sacct_argv(ids), timeout=timeout, env=env)))
 
 
 def parse_sacct(text: str) -> dict[str, AcctRecord]:
     records: dict[str, AcctRecord] = {}
     order: list[str] = []
     for line in text.splitlines():
+        if not line.strip():
+            continue
         f = line.split(SEP, len(FIELDS) - 1)
         if len(f) != len(FIELDS):
-            continue
+            # Accounting is the evidence a resubmit acts on: an answer with a line we
+            # cannot read is no evidence (SlurmDoubt: the ending degrades and says why).
+            raise unparsed("sacct", line)
         job_id, _, step = f[0].partition(".")
         if not step:
             record = _record(f)
             previous = records.get(record.raw_id)
             if previous is not None:  # --duplicates: a later run of a requeued job
-                record = replace(record, earlier=(*previous.earlier, previous.state))
+                record = replace(record, earlier=(*previous.earlier, previous.state),
+                                 earlier_ends=(*previous.earlier_ends, previous.end))
             records[record.raw_id] = record
             order.append(record.raw_id)
             continue

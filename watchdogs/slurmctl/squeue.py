@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from watchdogs.slurmctl.runner import SlurmRunner
+from watchdogs.slurmctl.runner import SlurmRunner, listing, unparsed
 from watchdogs.slurmctl.slurmtime import parse_elapsed, parse_timestamp
 
 SEP = "\x1f"
@@ -88,20 +88,24 @@ class JobQuery:
 
 def run_query(query: JobQuery, timeout: float, env: Mapping[str, str] | None,
               runner: SlurmRunner) -> tuple[JobRow, ...]:
-    return parse_squeue(runner(query.argv(), timeout=timeout, env=env).stdout)
+    return parse_squeue(listing(runner(query.argv(), timeout=timeout, env=env)))
 
 
 def parse_squeue(text: str) -> tuple[JobRow, ...]:
     """Rows of our fixed format. With --clusters, squeue puts "CLUSTER: name" before each
-    cluster's rows."""
+    cluster's rows. Any other line (a wrapper's warning, a cut-off row) raises SlurmDoubt:
+    a listing with a line we cannot read is not a listing we may call complete."""
     rows, cluster = [], None
     for line in text.splitlines():
+        if not line.strip():
+            continue
         if line.startswith("CLUSTER: "):
             cluster = line.split(":", 1)[1].strip() or None
             continue
         fields = line.split(SEP, len(FIELDS) - 1)
-        if len(fields) == len(FIELDS):
-            rows.append(_row(fields, cluster))
+        if len(fields) != len(FIELDS) or not fields[1].strip() or not fields[4].strip():
+            raise unparsed("squeue", line)
+        rows.append(_row(fields, cluster))
     return tuple(rows)
 
 

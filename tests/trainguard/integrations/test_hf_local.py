@@ -88,7 +88,8 @@ def test_a_sigterm_with_the_trainers_defaults_saves_once_and_exits_143(tmp_path:
     assert proc.returncode == 143, out[-3000:]
     saved = re.findall(r"trainguard: saved step (\d+)", out)
     assert len(saved) == 1, out[-3000:]
-    assert re.search(rf"stopping after step {saved[0]}: terminate -> exit 143 \(no requeue\)", out)
+    assert re.search(rf"stopping after step {saved[0]}: terminate -> exit 143 "
+                     rf"\(checkpoint saved at step {saved[0]}: not requeued\)", out)
     checkpoints = list((tmp_path / "out").glob("checkpoint-*"))
     assert [c.name for c in checkpoints] == [f"checkpoint-{saved[0]}"]
     assert (checkpoints[0] / "COMPLETE.json").is_file()
