@@ -1,0 +1,98 @@
+"""The page: one self-contained HTML file (styles inline, charts as inline SVG, no script,
+no font, image or link to fetch), rendered with jinja2's autoescape from a `Report`."""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from watchdogs import humanize
+from watchdogs.report import svg
+from watchdogs.report.data import DiskView, ItemView, Report
+from watchdogs.report.forecastline import ForecastLine
+
+TEMPLATE = "page.html.j2"
+WARN, CRIT = "#d4a017", "#c0392b"
+
+
+def when(t: float | None) -> str:
+    """ "Wed 25 Nov 16:50 CET": a local time a person reads."""
+    if t is None:
+        return "-"
+    return time.strftime("%a %d %b %H:%M %Z", time.localtime(t))
+
+
+def ago(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    return f"in {humanize.duration(-seconds)}" if seconds < 0 else f"{humanize.duration(seconds)} ago"
+
+
+def _inodes(value: float) -> str:
+    return humanize.count(int(round(value)))
+
+
+def _strip(item: ItemView, t0: float, t1: float) -> str:
+    ticks = [svg.Tick(r.status, r.started, r.finished,
+                      f"{when(r.started)}: {r.status or 'interrupted'}"
+                      + (f" (job {r.job_id})" if r.job_id else "") + f" - {r.summary}")
+             for r in item.runs]
+    return svg.status_strip(ticks, title=f"{item.item}: one bar per run, coloured by result", t0=t0, t1=t1)
+
+
+def _forecast_parts(line: ForecastLine | None, label: str) -> tuple[list[svg.Series], list[svg.Mark]]:
+    if line is None:
+        return [], []
+    series = [svg.Series(f"{label} forecast", (line.start, line.end), dashed=True, colour="#7a7a7a")]
+    colours = {"warn": WARN, "crit": CRIT, "full": CRIT}
+    marks = [svg.Mark(f"{name} {when(t)}", t, colours[name])
+             for name, t in line.crossings if t <= line.end[0]]
+    return series, marks
+
+
+def _disk_charts(disk: DiskView, now: float) -> list[str]:
+    charts = []
+    lv = disk.levels
+    for label, points, line, unit, warn, crit in (
+            ("bytes used", disk.bytes_used, disk.bytes_forecast, humanize.size,
+             lv.warn if lv else None, lv.crit if lv else None),
+            ("inodes used", disk.inodes_used, disk.inodes_forecast, _inodes,
+             lv.inodes_warn if lv else None, lv.inodes_crit if lv else None)):
+        if not points:
+            continue
+        extra, marks = _forecast_parts(line, label)
+        levels = [svg.Level(f"{name} {unit(v)}", v, colour)
+                  for name, v, colour in (("warn", warn, WARN), ("crit", crit, CRIT)) if v is not None]
+        t1 = max([now, *(s.points[-1][0] for s in extra)])
+        charts.append(svg.line_chart([svg.Series(label, points), *extra], title=f"{disk.name}: {label}",
+                                     y_label=label, fmt=unit, t0=points[0][0], t1=t1,
+                                     levels=levels, marks=marks))
+    return charts
+
+
+def render(report: Report) -> str:
+    import jinja2
+    from markupsafe import Markup as markup  # jinja2's own dependency
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent), autoescape=True,
+                             trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
+    env.filters.update(when=when, ago=ago, duration=humanize.duration, size=humanize.size)
+    items = report.trainings + report.others
+    starts = [r.started for i in items for r in i.runs]
+    t0 = min(starts, default=report.now - 3600)
+    strips = {i.item: _strip(i, t0, report.now) for i in items if i.runs}
+    disks = {d.name: _disk_charts(d, report.now) for d in report.disks}
+    return env.get_template(TEMPLATE).render(
+        r=report, strips={k: markup(v) for k, v in strips.items()},
+        disks={k: [markup(c) for c in v] for k, v in disks.items()},
+        colours=svg.STATUS_COLOURS)
+
+
+def write(report: Report, out: Path) -> Path:
+    """Write the page next to `out` and rename it into place: a reader (a browser, Open
+    OnDemand's file view) never sees half a page."""
+    text = render(report)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, out)
+    return out
