@@ -60,8 +60,8 @@ def test_report_from_real_runs_loads_in_chromium_without_errors_or_outside_reque
     recorded = sqlite3.connect(site.state / "state.sqlite3").execute(
         "SELECT COUNT(*) FROM disk_history WHERE check_name = 'scratch'").fetchone()[0]
     assert recorded == RUNS
-    lines = re.findall(r'<polyline class="series" data-label="([^"]+)" data-points="(\d+)"[^>]*points="([^"]+)"',
-                       loaded.dom)
+    lines = re.findall(r'<polyline class="series" data-label="([^"]+)" data-points="(\d+)"'
+                       r'[^>]*points="([^"]+)"', loaded.dom)
     assert [(label, int(n)) for label, n, _ in lines] == [("bytes used", RUNS), ("inodes used", RUNS)]
     assert all(len(points.split()) == RUNS for _, _, points in lines)
     bars = re.findall(r'<rect class="run" data-status="(\w+)"', loaded.dom)
