@@ -8,7 +8,6 @@ import re
 import sqlite3
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
@@ -20,18 +19,6 @@ pytestmark = pytest.mark.skipif(browser.CHROMIUM is None,
                                 reason="Debian's chromium is not installed (`make test-tools` installs it)")
 
 RUNS = 3
-
-
-@pytest.fixture
-def site(tmp_path: Path) -> Site:
-    root = tmp_path / "site"
-    for sub in ("cron.d", "cron.d/cron.hourly", "cron.d/cron.daily", "cron.d/cron.weekly"):
-        (root / sub).mkdir(parents=True, mode=0o700)
-    (root / "scratch").mkdir()
-    s = Site(root, f"wdtest-{uuid.uuid4().hex[:8]}")
-    s.write_config('\n[[check]]\nname = "scratch"\ntype = "disk"\npath = "scratch"\nwarn = "80%"\n'
-                   'crit = "90%"\n')
-    return s
 
 
 def _page_from_runs(site: Site, tmp_path: Path) -> Path:

@@ -8,9 +8,8 @@ from pathlib import Path
 
 from watchdogs.commands.base import CommandResult, config_from_args
 from watchdogs.errors import WatchdogsError
+from watchdogs.report.refresh import PAGE
 from watchdogs.state.store import StateStore
-
-PAGE = "report.html"
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -12,6 +12,7 @@ from watchdogs.commands.base import CommandResult
 from watchdogs.config import Config, find_config_path, load_config
 from watchdogs.errors import ConfigProblem
 from watchdogs.plugins import CHECKS_GROUP, load_group
+from watchdogs.report.refresh import PAGE
 from watchdogs.scheduler.statusview import ago, gather
 from watchdogs.slurmctl.runner import run_slurm
 from watchdogs.state.store import StateStore
@@ -35,6 +36,8 @@ def status(args: argparse.Namespace) -> CommandResult:
     finally:
         store.close()  # now, not at exit: the CLI may leave without the interpreter's teardown
     data["disabled_channels"] = _disabled(config, set_aside)
+    page = config.scheduler.state_dir / PAGE
+    data["report"] = str(page) if page.exists() else None
     stale = data["scheduler"]["stale"]
     return CommandResult(render(data, config.scheduler.heartbeat_stale), data, exit_code=2 if stale else 0)
 
@@ -82,6 +85,9 @@ def render(data: dict[str, Any], stale_after: float) -> str:
         lines.append(f"NOT RUN ({len(data['refused'])}; each line says why):")
         lines += [f"  {r['path']}: {r['reason']}" for r in data["refused"]]
     lines.append("")
+    if data.get("report"):
+        lines.append(f"page: {data['report']} (open it in a browser; the scheduler rewrites it each tick, "
+                     "`watchdogs report` now)")
     lines.append(f"logs: runs in {data['logs']['runs']}/<item>/, scheduler in {data['logs']['scheduler']}/")
     return "\n".join(lines)
 

@@ -5,11 +5,15 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from watchdogs import humanize
 from watchdogs.report import svg
 from watchdogs.report.data import DiskView, ItemView, Report
 from watchdogs.report.forecastline import ForecastLine
+
+if TYPE_CHECKING:
+    import jinja2
 
 TEMPLATE = "page.html.j2"
 WARN, CRIT = "#d4a017", "#c0392b"
@@ -70,13 +74,21 @@ def _disk_charts(disk: DiskView, now: float) -> list[str]:
     return charts
 
 
-def render(report: Report) -> str:
+def environment() -> jinja2.Environment:
+    """The page's template, compiled once: the scheduler keeps it and renders every tick."""
     import jinja2
-    from markupsafe import Markup as markup  # jinja2's own dependency
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent), autoescape=True,
                              trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
     env.filters.update(when=when, ago=ago, duration=humanize.duration, size=humanize.size)
+    env.get_template(TEMPLATE)  # compiled and cached in the environment now
+    return env
+
+
+def render(report: Report, env: jinja2.Environment | None = None) -> str:
+    from markupsafe import Markup as markup  # jinja2's own dependency
+
+    env = env or environment()
     items = report.trainings + report.others
     starts = [r.started for i in items for r in i.runs]
     t0 = min(starts, default=report.now - 3600)
@@ -88,10 +100,10 @@ def render(report: Report) -> str:
         colours=svg.STATUS_COLOURS)
 
 
-def write(report: Report, out: Path) -> Path:
+def write(report: Report, out: Path, env: jinja2.Environment | None = None) -> Path:
     """Write the page next to `out` and rename it into place: a reader (a browser, Open
     OnDemand's file view) never sees half a page."""
-    text = render(report)
+    text = render(report, env)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, out)
