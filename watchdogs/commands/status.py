@@ -86,7 +86,7 @@ def render(data: dict[str, Any], stale_after: float) -> str:
         lines += [f"  {r['path']}: {r['reason']}" for r in data["refused"]]
     lines.append("")
     if data.get("report"):
-        lines.append(f"page: {data['report']} (open it in a browser; the scheduler rewrites it each tick, "
+        lines.append(f"page: {data['report']} (open it in a browser; the scheduler rewrites it every minute, "
                      "`watchdogs report` now)")
     lines.append(f"logs: runs in {data['logs']['runs']}/<item>/, scheduler in {data['logs']['scheduler']}/")
     return "\n".join(lines)

@@ -214,21 +214,24 @@ def gather(config: Config, store: StateStore, now: float) -> Report:
 def _item(db: sqlite3.Connection, row: sqlite3.Row, kind: str, since: float) -> ItemView:
     from watchdogs.result import Status
 
-    runs = tuple(Run(r["started"], r["finished"] or r["started"],
-                     Status(r["status"]).name if r["status"] is not None else None,
-                     r["summary"] or "", r["job_id"])
-                 for r in _rows(db, "SELECT * FROM sched_runs WHERE item = ? AND started >= ?"
-                                    " ORDER BY started",
-                                (row["item"], since)))
+    names = {int(s): s.name for s in Status}  # a dict, not Status(n): a week of runs is 10,000s
+    rows = _rows(db, "SELECT started, finished, status, summary, job_id FROM sched_runs"
+                     " WHERE item = ? AND started >= ? ORDER BY started", (row["item"], since))
+    runs = tuple(Run(started, finished or started, None if status is None else names[status], summary or "",
+                     job_id) for started, finished, status, summary, job_id in rows)
     last = row["last_status"]
-    return ItemView(row["item"], kind, runs, _changes(runs), Status(last).name if last is not None else None,
+    return ItemView(row["item"], kind, runs, _changes(runs), names.get(last) if last is not None else None,
                     row["last_summary"])
 
 
 def _changes(runs: tuple[Run, ...]) -> tuple[Run, ...]:
-    def gist(run: Run) -> tuple[object, ...]:
-        return run.status, run.job_id, " ".join(run.summary.split()[:3])
-    return tuple(r for i, r in enumerate(runs) if i == 0 or gist(r) != gist(runs[i - 1]))
+    found, before = [], None
+    for run in runs:
+        gist = (run.status, run.job_id, run.summary.split(None, 3)[:3])
+        if gist != before:
+            found.append(run)
+        before = gist
+    return tuple(found)
 
 
 def _headline(items: list[ItemView], open_alerts: tuple[OpenAlert, ...], stale: bool,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from watchdogs import humanize
 from watchdogs.report import svg
-from watchdogs.report.data import DiskView, ItemView, Report
+from watchdogs.report.data import DiskView, ItemView, Report, Run
 from watchdogs.report.forecastline import ForecastLine
 
 if TYPE_CHECKING:
@@ -36,12 +36,39 @@ def _inodes(value: float) -> str:
     return humanize.count(int(round(value)))
 
 
+def _say(run: Run) -> str:
+    job = f" (job {run.job_id})" if run.job_id else ""
+    return f"{when(run.started)}: {run.status or 'interrupted'}{job} - {run.summary}"
+
+
 def _strip(item: ItemView, t0: float, t1: float) -> str:
-    ticks = [svg.Tick(r.status, r.started, r.finished,
-                      f"{when(r.started)}: {r.status or 'interrupted'}"
-                      + (f" (job {r.job_id})" if r.job_id else "") + f" - {r.summary}")
-             for r in item.runs]
+    """One bar per run; beyond svg.MAX_POINTS runs, one bar per stretch of the same result
+    (a week of a drop-in run every minute would be 10,000 bars no wider than a hair)."""
+    if len(item.runs) <= svg.MAX_POINTS:
+        ticks = [svg.Tick(r.status, r.started, r.finished, _say(r)) for r in item.runs]
+    else:
+        stretches: list[list[Run]] = []
+        for run in item.runs:
+            if stretches and stretches[-1][0].status == run.status:
+                stretches[-1][1:] = [run]
+                continue
+            stretches.append([run])
+        counts = _lengths(item.runs)
+        ticks = [svg.Tick(s[0].status, s[0].started, s[-1].finished,
+                          f"{n} runs {s[0].status or 'interrupted'} from {when(s[0].started)}; the last: "
+                          f"{_say(s[-1])}") for s, n in zip(stretches, counts, strict=True)]
     return svg.status_strip(ticks, title=f"{item.item}: one bar per run, coloured by result", t0=t0, t1=t1)
+
+
+def _lengths(runs: tuple[Run, ...]) -> list[int]:
+    """How many runs each stretch of the same result holds."""
+    counts: list[int] = []
+    for i, run in enumerate(runs):
+        if i and runs[i - 1].status == run.status:
+            counts[-1] += 1
+        else:
+            counts.append(1)
+    return counts
 
 
 def _forecast_parts(line: ForecastLine | None, label: str) -> tuple[list[svg.Series], list[svg.Mark]]:

@@ -1,5 +1,6 @@
-"""The scheduler's copy of the page: `<state_dir>/report.html`, rewritten each tick (a
-chore of the scheduler loop), with the template compiled once for the instance's life."""
+"""The scheduler's copy of the page: `<state_dir>/report.html`, rewritten by a chore of the
+scheduler loop (each tick, at most once a minute), with the template compiled once for the
+instance's life."""
 from __future__ import annotations
 
 import logging
@@ -15,6 +16,16 @@ if TYPE_CHECKING:
 
 LOG = logging.getLogger("watchdogs.report")
 PAGE = "report.html"
+EVERY_S = 60.0
+TICKS = 6
+
+
+def refresh_every(tick: float) -> float:
+    """Every TICKS ticks, at most EVERY_S apart, at least one tick: a minute with the default
+    10-second tick. The page reads a week of run history, about 0.1 s of CPU for a busy
+    week (benchmarks/report_tick.py): too much for every tick, and more often than anyone
+    reads it."""
+    return max(tick, min(EVERY_S, TICKS * tick))
 
 
 def page_path(config: Config) -> Path:
@@ -30,12 +41,18 @@ class PageRefresher:
         self.config = config
         self.store = store
         self.out = page_path(config)
+        self.every = refresh_every(config.scheduler.tick)
         self._env: jinja2.Environment | None = None
         self._failing = False
+        self._written: float | None = None
 
     def __call__(self, now: float) -> None:
+        """Called each tick; writes at the first and then every `self.every` seconds."""
         from watchdogs.report import data, html
 
+        if self._written is not None and now - self._written < self.every:
+            return
+        self._written = now
         try:
             if self._env is None:
                 self._env = html.environment()

@@ -149,30 +149,9 @@ def line_chart(series: Sequence[Series], *, title: str, y_label: str, fmt: Calla
     return "".join(parts)
 
 
-def merge(ticks: Sequence[Tick], limit: int = MAX_POINTS) -> list[Tick]:
-    """Beyond `limit` runs, each stretch of the same result is one bar (a week of a drop-in
-    run every minute would be 10,000 bars no wider than a hair)."""
-    if len(ticks) <= limit:
-        return list(ticks)
-    merged: list[Tick] = []
-    count = 0
-    for tk in ticks:
-        if merged and merged[-1].status == tk.status:
-            count += 1
-            last = merged[-1]
-            merged[-1] = Tick(last.status, last.start, tk.end,
-                              f"{last.status or 'interrupted'}: {count} runs until {tk.title}")
-        else:
-            count = 1
-            merged.append(tk)
-    return merged
-
-
 def status_strip(ticks: Sequence[Tick], *, title: str, t0: float, t1: float) -> str:
-    """One coloured bar per run along a time axis (or per stretch of the same result, when
-    there are many); hovering one shows its summary."""
+    """One coloured bar per tick along a time axis; hovering one shows its words."""
     height = 64
-    ticks = merge(ticks)
     x, _ = _frame(t0, t1, 0, 1)
     parts = [_open(title, height)]
     for tk in ticks:
