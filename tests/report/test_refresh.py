@@ -9,6 +9,8 @@ import pytest
 
 from tests.helpers import wait_for
 from tests.scheduler.conftest import Site, script
+from watchdogs.commands import status
+from watchdogs.report import refresh
 
 
 @pytest.mark.timeout(90)
@@ -25,8 +27,9 @@ def test_the_scheduler_refreshes_the_page_and_status_shows_where(site: Site) -> 
                  what="a later tick to redraw the page with the drop-in's next run")
         assert "STALE" not in page.read_text()
         assert "running" in page.read_text()  # the live instance, in the watchdog's table
-        status = site.watchdogs("status")
-        assert f"page: {page} (open it in a browser" in status.stdout
+        shown = site.watchdogs("status")
+        assert f"page: {page} (open it in a browser" in shown.stdout
+        assert status.PAGE == refresh.PAGE
     finally:
         proc.send_signal(signal.SIGUSR1)
         proc.wait(30)

@@ -12,12 +12,13 @@ from watchdogs.commands.base import CommandResult
 from watchdogs.config import Config, find_config_path, load_config
 from watchdogs.errors import ConfigProblem
 from watchdogs.plugins import CHECKS_GROUP, load_group
-from watchdogs.report.refresh import PAGE
 from watchdogs.scheduler.statusview import ago, gather
 from watchdogs.slurmctl.runner import run_slurm
 from watchdogs.state.store import StateStore
 
 LOG = logging.getLogger("watchdogs.status")
+PAGE = "report.html"
+"""watchdogs.report.refresh.PAGE, spelled out: status imports only what it shows."""
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
