@@ -25,6 +25,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from probe_cases import PROBES, Outcome, Probe
+from probe_cases_adversary import PROBES as ADVERSARY_PROBES
+from probe_cases_state import PROBES as STATE_PROBES
+
+PROBES = PROBES + STATE_PROBES + ADVERSARY_PROBES
 
 VERDICTS = ("handled", "traceback", "hang", "wrong")
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from notifiers.secrets import Secret, load_secret, scrub
+from notifiers.secrets import Secret, fragments, load_secret, scrub
 from watchdogs.config.model import NotifyConfig
 from watchdogs.configured import Configured
 
@@ -112,3 +112,31 @@ class Notifier(Configured, ABC):
     def scrub(self, text: str) -> str:
         """`text` without any secret this channel has read (and no token-shaped strings)."""
         return scrub(text, self._secrets)
+
+    def secrets(self) -> tuple[Secret, ...]:
+        """The secrets this channel has read so far (for scrubbing text others show)."""
+        return tuple(self._secrets)
+
+
+def known_values(channels: Iterable[Notifier]) -> tuple[str, ...]:
+    """Every secret value (and the parts of it a text may hold alone) the channels have
+    read: what a drop-in that prints the SMTP password must not get past `status`."""
+    return tuple({f for channel in channels for s in channel.secrets() for f in fragments(s.reveal())})
+
+
+def scrub_message(message: Message, secrets: Iterable[Secret]) -> Message:
+    """`message` with every known secret, from any channel, masked in every part: a
+    drop-in that prints the SMTP password must not send it to Slack."""
+    known = tuple(secrets)
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, str):
+            return scrub(value, known)
+        if isinstance(value, Mapping):
+            return {k: clean(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [clean(v) for v in value]
+        return value
+
+    return replace(message, subject=clean(message.subject), text=clean(message.text),
+                   html=clean(message.html), extra=clean(message.extra))

@@ -1,9 +1,12 @@
 """Helpers shared by the network channels: secret-key rules, HTTP error classification."""
 from __future__ import annotations
 
+import errno
+import socket
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from notifiers.base import TransportError
 from notifiers.secrets import check_secret_file
@@ -50,3 +53,66 @@ def http_failure(where: str, status: int, body: str, headers: Mapping[str, str])
     text = " ".join(body.split())[:300]
     return TransportError(f"{where}: HTTP {status}: {text}", permanent=status not in RETRYABLE_HTTP
                           and 400 <= status < 500, retry_after=retry_after(headers))
+
+
+_ERRNO_WORDS = {errno.ECONNREFUSED: "connection refused", errno.ECONNRESET: "connection reset",
+                errno.EHOSTUNREACH: "no route to host", errno.ENETUNREACH: "network unreachable",
+                errno.ETIMEDOUT: "timed out", errno.ECONNABORTED: "connection aborted",
+                errno.EPIPE: "connection closed"}
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    """`exc` and what it wraps, outermost first: requests wraps urllib3's MaxRetryError
+    (in args), which wraps NewConnectionError (`.reason`), which wraps the socket error."""
+    seen: list[BaseException] = []
+    todo = [exc]
+    while todo and len(seen) < 20:
+        current = todo.pop(0)
+        if any(current is s for s in seen):
+            continue
+        seen.append(current)
+        todo += [c for c in (getattr(current, "reason", None), current.__cause__, current.__context__,
+                             *current.args) if isinstance(c, BaseException)]
+    return seen
+
+
+def network_words(exc: BaseException, url: str, timeout: float | None = None) -> str:
+    """A failed HTTP request in words, naming the host and port and never the URL's path or
+    query (a library's text echoes them: `Max retries exceeded with url: /x?token=...`):
+    "cannot connect to host:9: connection refused"."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        port = 0
+    where = f"{parts.hostname or '?'}:{port}"
+    chain = _causes(exc)
+    names = {type(e).__name__ for e in chain}
+    within = f" within {timeout:g} s" if timeout else ""
+    if isinstance(exc, TimeoutError) or names & {"ReadTimeout", "ReadTimeoutError"}:
+        return f"{where} accepted the connection but did not answer{within}"
+    if names & {"ConnectTimeout", "ConnectTimeoutError", "timeout", "TimeoutError"}:
+        return f"cannot connect to {where}: no answer{within}"
+    if any(isinstance(e, socket.gaierror) for e in chain):
+        return f"cannot connect to {where}: host name not found"
+    if names & {"SSLError", "SSLCertVerificationError"}:
+        ssl_error = next((e for e in chain if type(e).__name__ == "SSLCertVerificationError"), None)
+        why = getattr(ssl_error, "verify_message", "") or "handshake failed"
+        return f"cannot connect to {where}: TLS {why}"
+    if "ProxyError" in names:
+        return f"cannot connect to {where} through the proxy: {_errno_words(chain) or 'proxy refused'}"
+    words = _errno_words(chain)
+    if words:
+        return f"cannot connect to {where}: {words}"
+    if names & {"ConnectionError", "NewConnectionError", "MaxRetryError", "URLError"}:
+        return f"cannot connect to {where}"
+    if names & {"ChunkedEncodingError", "ProtocolError", "RemoteDisconnected", "IncompleteRead"}:
+        return f"{where} closed the connection before answering in full"
+    return f"request to {where} failed: {type(exc).__name__}"
+
+
+def _errno_words(chain: list[BaseException]) -> str:
+    for e in chain:
+        if isinstance(e, OSError) and e.errno is not None:
+            return _ERRNO_WORDS.get(e.errno) or (e.strerror or "").lower()
+    return ""

@@ -14,6 +14,8 @@ import smtplib
 import socket
 import ssl
 from collections.abc import Mapping
+from email import errors
+from email.headerregistry import Address
 from email.message import EmailMessage
 from email.utils import formatdate
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -23,12 +25,32 @@ from notifiers.common import secret_pair_problems
 from notifiers.sendmail import hand_over
 from watchdogs.config.options import Option, boolean, choice, integer, path, string, string_list, timeout
 from watchdogs.errors import SecretError
+from watchdogs.textsafe import control_characters
 
 if TYPE_CHECKING:
     from notifiers.render import Templates
     from watchdogs.alerts.events import Batch
 
 LOG = logging.getLogger("notifiers.email")
+
+
+def address_problem(address: str) -> str | None:
+    """What is wrong with one address for a mail header and an SMTP envelope, or None.
+    Strict: one bare addr-spec (no display name, no list, no control character), as the
+    stdlib's RFC 5322 parser reads it."""
+    wanted = "one email address such as oncall@example.org"
+    held = control_characters(address)
+    if held:
+        return f"{wanted}, without control characters (it holds {held})"
+    try:
+        parsed = Address(addr_spec=address)
+    except IndexError:  # the stdlib's parser on "a@"
+        return f"{wanted} (a name, '@' and a domain)"
+    except (ValueError, TypeError, errors.MessageError) as exc:
+        return f"{wanted} ({exc})"
+    if not parsed.username or not parsed.domain:
+        return f"{wanted} (a name, '@' and a domain)"
+    return None
 
 
 class EmailNotifier(Notifier):
@@ -64,7 +86,9 @@ class EmailNotifier(Notifier):
             problems.append(("username", values["username"], "also password_env or password_file"))
         if has_password and not values["username"]:
             problems.append(("username", None, "a login name, since a password is configured"))
-        problems += [("to", addr, "an email address") for addr in values["to"] if "@" not in addr]
+        problems += [(key, addr, why) for key, addr in [("sender", values["sender"]),
+                                                        *(("to", a) for a in values["to"])]
+                     if (why := address_problem(addr))]
         if values["transport"] == "sendmail":
             # The program's own configuration decides the relay, TLS and login.
             problems += [(key, values[key], "no SMTP setting with transport = \"sendmail\" (the "

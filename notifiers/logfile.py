@@ -8,6 +8,7 @@ from typing import ClassVar
 
 from notifiers.base import Message, Notifier, TransportError
 from watchdogs.config.options import Option, path
+from watchdogs.textsafe import visible
 
 
 class LogfileNotifier(Notifier):
@@ -23,7 +24,10 @@ class LogfileNotifier(Notifier):
         return 30.0
 
     def notify(self, message: Message) -> None:
-        data = message.text if message.text.endswith("\n") else message.text + "\n"
+        # Each field of an event is one line already (AlertEvent); a user's template may add
+        # text of its own: no escape sequence or carriage return reaches the file either.
+        text = visible(message.text)
+        data = text if text.endswith("\n") else text + "\n"
         try:
             self._append(data.encode("utf-8"))
         except OSError as exc:

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from notifiers.base import Message, Notifier, TransportError
-from notifiers.common import http_failure, secret_pair_problems
+from notifiers.common import http_failure, network_words, secret_pair_problems
 from notifiers.proxy import PROXY_OPTION, requests_proxies
 from watchdogs.config.options import Option, integer, path, string, string_list, timeout
 from watchdogs.errors import SecretError
@@ -100,7 +100,8 @@ class SmsNotifier(Notifier):
                                   verify=str(ca) if ca else True,
                                   proxies=requests_proxies(self.opts["proxy"]))
         except requests.RequestException as exc:
-            raise TransportError(self.scrub(f"Twilio, to {number}: {type(exc).__name__}: {exc}")) from None
+            words = network_words(exc, url, self.opts["timeout"])
+            raise TransportError(self.scrub(f"Twilio, to {number}: {words}")) from None
         if reply.status_code in (200, 201):
             return
         raise http_failure(f"Twilio, to {number}", reply.status_code, self.scrub(_twilio_error(reply)),

@@ -11,12 +11,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from notifiers.base import Message, Notifier, TransportError
-from notifiers.common import http_failure, secret_pair_problems, string_map
+from notifiers.common import http_failure, network_words, secret_pair_problems, string_map
 from notifiers.proxy import PROXY_OPTION, requests_proxies
 from notifiers.secrets import guard_logger
 from watchdogs import __version__
 from watchdogs.config.options import Option, integer, path, string, timeout
 from watchdogs.errors import SecretError
+from watchdogs.redact import redact_url
 
 if TYPE_CHECKING:
 
@@ -54,8 +55,10 @@ class WebhookNotifier(Notifier):
         return problems
 
     def describe(self) -> str:
-        where = self.opts["url"] or (f"URL from ${self.opts['url_env']}" if self.opts["url_env"]
-                                     else f"URL from {self.opts['url_file']}")
+        if self.opts["url"]:
+            return f"JSON POST to {redact_url(self.opts['url'])}"
+        where = (f"URL from ${self.opts['url_env']}" if self.opts["url_env"]
+                 else f"URL from {self.opts['url_file']}")
         return f"JSON POST to {where}"
 
     def endpoints(self) -> tuple[str, ...]:
@@ -88,8 +91,14 @@ class WebhookNotifier(Notifier):
             reply = requests.post(url, json=self.payload(message), headers=headers,
                                   timeout=self.opts["timeout"], verify=str(ca) if ca else True,
                                   proxies=requests_proxies(self.opts["proxy"]))
+        except (requests.exceptions.InvalidHeader, requests.exceptions.InvalidURL,
+                requests.exceptions.MissingSchema, requests.exceptions.InvalidSchema) as exc:
+            # The URL or a header as configured: no retry mends it.
+            text = self.scrub(f"webhook: {type(exc).__name__}: {exc}")
+            raise TransportError(text, permanent=True) from None
         except requests.RequestException as exc:
-            raise TransportError(self.scrub(f"webhook: {type(exc).__name__}: {exc}")) from None
+            words = network_words(exc, url, self.opts["timeout"])
+            raise TransportError(self.scrub(f"webhook: {words}")) from None
         if not 200 <= reply.status_code < 300:
             raise http_failure("webhook", reply.status_code, self.scrub(reply.text), dict(reply.headers))
 

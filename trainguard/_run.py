@@ -6,6 +6,9 @@ error the caller handles, never a hang of the training loop.
 """
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,14 +29,38 @@ class Reply:
 
 
 def run_slurm(argv: Sequence[str], timeout: float = DEFAULT_TIMEOUT_S) -> Reply:
+    """In a session of its own, whose whole process group is killed on the timeout: a hung
+    site wrapper around `scontrol` leaves nothing running in the job."""
     cmd = tuple(argv)
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, errors="replace",
+                                start_new_session=True)
     except FileNotFoundError:
         raise SlurmError(f"{cmd[0]}: command not found (is Slurm installed here?)") from None
+    try:
+        out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        _kill_group(proc)
         raise SlurmBusy(f"{cmd[0]} did not answer within {timeout:g}s") from None
+    except BaseException:
+        _kill_group(proc)
+        raise
+    return _reply(cmd, subprocess.CompletedProcess(cmd, proc.returncode, out, err))
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(5.0)
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            with contextlib.suppress(OSError):
+                pipe.close()
+
+
+def _reply(cmd: tuple[str, ...], proc: subprocess.CompletedProcess[str]) -> Reply:
     if proc.returncode != 0:
         message = (proc.stderr.strip() or proc.stdout.strip() or "no output").splitlines()[-1]
         error = SlurmBusy if any(m in proc.stderr for m in BUSY_MARKERS) else SlurmError

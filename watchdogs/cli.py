@@ -194,20 +194,43 @@ def _answer(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     import logging
 
     from watchdogs.errors import WatchdogsError
+    from watchdogs.textsafe import SafeRecords, safe_output
 
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(SafeRecords())  # one record, one line, no secret, whoever logs it
     try:
         result = _run(args)
     except WatchdogsError as exc:
-        print(f"watchdogs: error: {exc}", file=sys.stderr)
+        print(f"watchdogs: error: {safe_output(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:
+        said = _state_error(exc)
+        if said is None:
+            raise
+        print(f"watchdogs: error: {said}", file=sys.stderr)
+        return 3
     output = result.render(args.json)
     if output:
         _print(output)
     return result.exit_code
+
+
+def _state_error(exc: BaseException) -> str | None:
+    """A state database that fails under a command (corrupt at a page only this query
+    reached, a full disk, an I/O error) is said in words, never as a traceback."""
+    if type(exc).__module__ != "sqlite3":
+        return None
+    from watchdogs.state.store import CORRUPT, state_problem
+
+    kind = state_problem(exc) or "unusable"
+    fix = ("the scheduler moves a corrupt database aside at its next start and says what it kept; "
+           "`watchdogs run --once` does it now" if kind == CORRUPT else
+           "see `df` and the folder's permissions")
+    return f"the state database is {kind} ({exc}): {fix}"
 
 
 def _run(args: argparse.Namespace) -> CommandResult:

@@ -2,9 +2,14 @@
 
 Two rules: a value under a key named like a secret (`password`, `token`, `webhook_url`,
 `auth_token`, `api_key`, ...) is masked whatever it looks like; any other text has its
-token-shaped parts masked (Slack webhook paths, xox tokens, user:password@ in URLs,
-Bearer/Basic credentials). Keys that only *name* where a secret lives (`token_env`,
+token-shaped parts masked. Keys that only *name* where a secret lives (`token_env`,
 `password_file`) are not secrets.
+
+Token-shaped: in any URL, its user information (`user:password@`) and its query string
+(`?token=...`, also where a library echoes only the path: `with url: /x?token=...`); for the
+services whose URL *is* the credential, the path too (Slack, Discord, Microsoft Teams and
+Power Automate webhooks, healthchecks.io and self-hosted healthchecks ping URLs); xox
+tokens; Bearer/Basic credentials. The host and port stay: they say where, and are no secret.
 """
 from __future__ import annotations
 
@@ -15,10 +20,22 @@ MASK = "***"
 
 # Pattern texts, compiled by `re` on first use (and kept in its cache), not at import: most
 # runs print no secret, and compiling these at every start costs ~2 ms.
+_END = r"[^\s'\"<>)\]}]"
+"""A character that may continue a URL in running text (quotes, brackets and spaces end it)."""
 _TOKENS = (
-    (r"(hooks\.slack\.com/(?:services|workflows|triggers)/)[^\s'\"<>)]+", r"\1" + MASK, 0),
+    # Services whose URL path is the credential: keep the host, mask the path.
+    (r"(hooks\.slack\.com/(?:services|workflows|triggers)/)" + _END + "+", r"\1" + MASK, 0),
+    (r"(discord(?:app)?\.com/api/webhooks/)" + _END + "+", r"\1" + MASK, re.IGNORECASE),
+    (r"(\.webhook\.office\.com/)" + _END + "+", r"\1" + MASK, re.IGNORECASE),
+    (r"(outlook\.office(?:365)?\.com/webhook/)" + _END + "+", r"\1" + MASK, re.IGNORECASE),
+    (r"(\.logic\.azure\.com(?::\d+)?/)" + _END + "+", r"\1" + MASK, re.IGNORECASE),
+    (r"(hc-ping\.com/)" + _END + "+", r"\1" + MASK, re.IGNORECASE),
+    (r"(://[^/\s'\"<>]+/ping/)" + _END + "+", r"\1" + MASK, re.IGNORECASE),  # healthchecks, self-hosted
     (r"\bxox[a-z]-[A-Za-z0-9-]+", "xox?-" + MASK, 0),
-    (r"\b([a-z][a-z0-9+.-]*://)[^/\s:@]+:[^/\s@]+@", r"\1" + MASK + "@", re.IGNORECASE),
+    # Any URL's user information, with or without a password.
+    (r"\b([a-z][a-z0-9+.-]*://)[^/\s@'\"<>]+@", r"\1" + MASK + "@", re.IGNORECASE),
+    # A query string: in a whole URL, or a path a library echoes alone ("url: /x?token=1").
+    (r"(://[^\s?#'\"<>]*|(?<![^\s'\"(=:])/[^\s?#'\"<>]*)\?" + _END + "+", r"\1?" + MASK, 0),
     (r"\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]+", r"\1 " + MASK, 0),
 )
 _SECRET_WORDS = (r"passw|passphrase|secret|token|webhook|auth|api_?key|credential|"
@@ -37,6 +54,12 @@ def scrub_text(text: str) -> str:
     for pattern, replacement, flags in _TOKENS:
         text = re.sub(pattern, replacement, text, flags=flags)
     return text
+
+
+def redact_url(url: str) -> str:
+    """A URL as it may be shown (`notify-test`, `describe()`): scheme, host, port and, unless
+    it is a known service's credential, the path; never user information or a query."""
+    return scrub_text(url)
 
 
 def redact(key: object, value: Any) -> Any:

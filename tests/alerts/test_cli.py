@@ -38,7 +38,7 @@ def test_silence_then_list_then_expire(tmp_path: Path) -> None:
     sink.handle([outcome("scratch-disk", Status.CRITICAL, now())], now())
     sink.flush(now())
     assert lines(tmp_path, "log") == []
-    assert cli(tmp_path, "silences", "--expire", "1").stdout.strip() == "silence 1 ended"
+    assert cli(tmp_path, "silences", "--expire", "1").stdout.startswith("silence 1 ended\n(applied directly")
     assert cli(tmp_path, "silences").stdout.strip() == "no running silences"
     later = now() + timedelta(seconds=1)
     sink.handle([outcome("scratch-disk", Status.CRITICAL, later)], later)
@@ -119,7 +119,10 @@ def test_secrets_never_reach_logs_status_alerts_or_notify_test(tmp_path: Path, s
     assert runs[0].returncode == 2 and "CRITICAL cron.hourly/check_gpu" in runs[0].stdout
     assert json.loads(runs[1].stdout)["alerts"]["failing_channels"] == ["slack"]
     assert [s.path for s in http.seen] == ["/services/T0001/B0002/VerySecretHook123"] * 2
-    assert len(smtp.received) == 2 and smtp.received[0].login == "bot"
+    # The alert, the news that slack is broken (a 404 no retry mends: told at once), notify-test.
+    assert len(smtp.received) == 3 and smtp.received[0].login == "bot"
+    assert "alert channel slack" in smtp.received[1].data.decode()
+    assert not any(s.encode() in r.data for r in smtp.received for s in ("VerySecretHook123", "T0001/B0002"))
     everything = "".join(r.stdout + r.stderr for r in runs)
     everything += "".join(p.read_text(errors="replace") for p in (tmp_path / "state").rglob("*.log"))
     assert "HTTP 404" in everything

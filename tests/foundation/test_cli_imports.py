@@ -52,7 +52,7 @@ STATUS_MODULES = {
     "watchdogs", "watchdogs.cli", "watchdogs.commands", "watchdogs.commands.base",
     "watchdogs.commands.status", "watchdogs.errors", "watchdogs.redact", "watchdogs.units",
     "watchdogs.humanize", "watchdogs.result", "watchdogs.plugins", "watchdogs.configured",
-    "watchdogs.schedules",
+    "watchdogs.schedules", "watchdogs.textsafe", "watchdogs.procs",
     "watchdogs.config", "watchdogs.config.loader", "watchdogs.config.model",
     "watchdogs.config.options", "watchdogs.config.paths", "watchdogs.config.sections",
     "watchdogs.config.source",
@@ -67,7 +67,9 @@ STATUS_MODULES = {
     "watchdogs.scheduler.records", "watchdogs.scheduler.statusview", "watchdogs.dropins",
     "watchdogs.dropins.crontab", "watchdogs.dropins.discovery", "watchdogs.dropins.safety",
     "watchdogs.slurmctl.runner", "watchdogs.state", "watchdogs.state.store",
-    "watchdogs.alerts", "watchdogs.alerts.channels", "watchdogs.alerts.schema",
+    "watchdogs.alerts", "watchdogs.alerts.channels",
+    # status reads the view the scheduler publishes (docs/state.md)
+    "watchdogs.scheduler.changes", "watchdogs.state.snapshot",
 }
 VALIDATE_MODULES = STATUS_MODULES - {
     "watchdogs.commands.status", "watchdogs.scheduler", "watchdogs.scheduler.items",
@@ -75,7 +77,8 @@ VALIDATE_MODULES = STATUS_MODULES - {
     "watchdogs.dropins", "watchdogs.dropins.crontab", "watchdogs.dropins.discovery",
     "watchdogs.dropins.safety", "watchdogs.slurmctl.runner", "watchdogs.state",
     "watchdogs.state.store", "watchdogs.alerts", "watchdogs.alerts.channels",
-    "watchdogs.alerts.schema", "watchdogs.schedules",
+    "watchdogs.alerts.schema", "watchdogs.schedules", "watchdogs.scheduler.changes",
+    "watchdogs.state.snapshot", "watchdogs.procs",
 } | {"watchdogs.commands.validate"}
 
 PROBE = """

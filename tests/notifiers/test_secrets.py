@@ -104,7 +104,7 @@ def test_contradicting_channel_keys_are_config_errors(tmp_path: Path) -> None:
         """)
     text = str(caught.value)
     assert "key 'starttls' = True: expected not both ssl and starttls" in text
-    assert "key 'to' = 'not-an-address': expected an email address" in text
+    assert "key 'to' = 'not-an-address': expected one email address such as oncall@example.org" in text
     assert "notify \"chat\": key 'channel' = None: expected the channel to post to" in text
 
 

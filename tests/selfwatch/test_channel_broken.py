@@ -44,7 +44,8 @@ def test_a_channel_with_a_bad_secret_is_disabled_alone_and_said_on_the_others(
     assert "alert channel pager is disabled" in text
     assert "GPU 3 fell off the bus" in text  # the checks and the mail channel keep working
     assert "s3cr3t" not in text
-    assert status.returncode == 0, status.stderr
+    # Nagios contract: the open CRITICALs (the drop-in's, the disabled channel's) make it 2.
+    assert status.returncode == 2 and status.stdout.startswith("WATCHDOGS CRITICAL"), status.stderr
     assert "pager DISABLED" in status.stdout
     assert ("mode 0644" if how == "file 0644" else "$WD_TEST_PAGER_TOKEN") in status.stdout
     assert "Traceback" not in site.log()

@@ -4,10 +4,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from notifiers.base import Message, Notifier, TransportError
+from notifiers.base import Message, Notifier, TransportError, known_values
 from watchdogs.config.model import Config, NotifyConfig
 from watchdogs.errors import SecretError, WatchdogsError
 from watchdogs.plugins import NOTIFIERS_GROUP, Registry, load_group
+from watchdogs.textsafe import hide_in_logs
 
 LOG = logging.getLogger("watchdogs.alerts")
 
@@ -39,6 +40,7 @@ def preflight(channels: Mapping[str, Notifier]) -> dict[str, str]:
         except SecretError as exc:
             problems[name] = str(exc)
             LOG.error("%s (alerts for this channel will wait in the outbox)", exc)
+    hide_in_logs(known_values(channels.values()))
     return problems
 
 
@@ -63,6 +65,7 @@ def build_working_channels(config: Config, disabled: Mapping[str, list[str]] | N
             LOG.error("channel %s disabled: %s", cfg.name, reason)
             continue
         working[cfg.name] = channel
+    hide_in_logs(known_values(working.values()))
     return working, broken
 
 
@@ -74,6 +77,12 @@ def deliver(notifier: Notifier, message: Message) -> TransportError | None:
     except TransportError as exc:
         exc.message = notifier.scrub(exc.message)
         return exc
+    except (ValueError, TypeError, UnicodeError) as exc:
+        # The message or the channel's settings cannot be sent as they are (a CR in an
+        # address, a header value a library refuses): the same bytes fail the same way on
+        # every retry. Permanent: the channel is reported broken once, not retried every 30 s.
+        return TransportError(notifier.scrub(f"cannot be sent as configured: {type(exc).__name__}: {exc}"),
+                              permanent=True)
     except Exception as exc:  # noqa: BLE001 - a broken channel plugin must not stop the others
         return TransportError(notifier.scrub(f"{type(exc).__name__}: {exc}"))
     return None

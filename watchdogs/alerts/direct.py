@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from notifiers.base import Message, Notifier
+from notifiers.base import Message, Notifier, scrub_message
 from notifiers.render import Templates, plain_message
 from watchdogs.alerts.channels import deliver
 from watchdogs.alerts.events import AlertEvent, Batch, severity_rank
@@ -96,7 +96,8 @@ class DirectSink:
 
     def _render(self, channel: str, batch: Batch) -> Message:
         try:
-            return self.channels[channel].render(batch, self.templates)
+            return scrub_message(self.channels[channel].render(batch, self.templates),
+                                 (s for c in self.channels.values() for s in c.secrets()))
         except Exception:
             LOG.exception("channel %s: rendering failed; sending plain text", channel)
             return plain_message(batch)

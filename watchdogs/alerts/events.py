@@ -2,8 +2,9 @@
 channel into one message (`Batch`).
 
 Both the alert lifecycle (`watchdogs.alerts`) and the channels (`notifiers`) use them, so this
-module sits in the core layer: it imports nothing but `watchdogs.result` (no jinja2, no
-notifiers), and `watchdogs/alerts/__init__.py` imports nothing at module level.
+module sits in the core layer: it imports nothing but `watchdogs.result` and
+`watchdogs.textsafe` (no jinja2, no notifiers), and `watchdogs/alerts/__init__.py` imports
+nothing at module level.
 """
 from __future__ import annotations
 
@@ -13,6 +14,10 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from watchdogs.result import Status
+from watchdogs.textsafe import one_line
+
+CONTEXT_LIMIT = 500
+"""Characters of one context value (a path, a job name) in a message."""
 
 EventState = Literal["alert", "changed", "repeat", "resolved", "test", "notice"]
 """alert (new problem), changed (severity or what is broken changed), repeat (still failing),
@@ -52,6 +57,21 @@ class AlertEvent:
     runbook: str | None = None
     note: str = ""
 
+    def __post_init__(self) -> None:
+        """Text from outside (a drop-in's output and name, Slurm's answers) reaches mail,
+        Slack, the logfile channel and webhooks only through an event: here each field
+        becomes one bounded line with its control characters shown as escapes, so no
+        channel can be handed an escape sequence, a forged line or a 50 MB field."""
+        clean = object.__setattr__
+        clean(self, "item", one_line(self.item, CONTEXT_LIMIT))
+        clean(self, "summary", one_line(self.summary))
+        clean(self, "details", tuple(one_line(d) for d in self.details))
+        clean(self, "context", {one_line(str(k), 100): one_line(str(v), CONTEXT_LIMIT)
+                                for k, v in self.context.items()})
+        clean(self, "note", one_line(self.note))
+        if self.runbook is not None:
+            clean(self, "runbook", one_line(self.runbook, CONTEXT_LIMIT))
+
     @property
     def severity(self) -> str:
         if self.state in ("resolved", "notice"):
@@ -88,6 +108,12 @@ class Batch:
     cluster: str
     host: str
     key: str = ""
+
+    def __post_init__(self) -> None:
+        """The cluster's name comes from the config or $SLURM_CLUSTER_NAME and reaches the
+        subject and every logfile line: one bounded line too."""
+        object.__setattr__(self, "cluster", one_line(self.cluster, CONTEXT_LIMIT))
+        object.__setattr__(self, "host", one_line(self.host, CONTEXT_LIMIT))
 
     @property
     def problems(self) -> tuple[AlertEvent, ...]:

@@ -29,6 +29,20 @@ class OutboxItem:
     last_error: str | None
     done: tuple[str, ...]
     lease_until: float | None = None
+    lease_owner: str | None = None
+    """"host:pid:tag@since" of the process that holds the lease (see `claim`)."""
+
+    def holder(self, now: float) -> tuple[str, int, float] | None:
+        """(host, pid, since) of the process sending this item now; None when no lease
+        runs. A killed sender's lease runs out at `lease_until`, then it is retried."""
+        if self.lease_until is None or self.lease_until <= now or not self.lease_owner:
+            return None
+        who, _, since = self.lease_owner.rpartition("@")
+        host, _, rest = who.partition(":")
+        try:
+            return host, int(rest.split(":")[0]), float(since)
+        except ValueError:
+            return None
 
 
 def encode(message: Message) -> str:
@@ -61,7 +75,7 @@ def enqueue(db: sqlite3.Connection, channel: str, message: Message, now: float) 
 def _item(row: sqlite3.Row) -> OutboxItem:
     return OutboxItem(row["id"], row["key"], row["channel"], decode(row["message"]), row["created"],
                       row["attempts"], row["next_attempt"], row["last_error"], tuple(json.loads(row["done"])),
-                      row["lease_until"])
+                      row["lease_until"], row["lease_owner"])
 
 
 def due(db: sqlite3.Connection, now: float, force: bool = False) -> list[OutboxItem]:
@@ -78,10 +92,11 @@ def pending(db: sqlite3.Connection) -> list[OutboxItem]:
 
 
 def claim(db: sqlite3.Connection, item_id: int, owner: str, now: float, until: float) -> bool:
-    """Take the item for one delivery attempt; False if someone else holds it or it went."""
+    """Take the item for one delivery attempt; False if someone else holds it or it went.
+    The owner is stored with the moment it took the lease, for `watchdogs alerts`."""
     cursor = db.execute("UPDATE outbox SET lease_until = ?, lease_owner = ? WHERE id = ?"
                         " AND delivered IS NULL AND (lease_until IS NULL OR lease_until <= ?)",
-                        (until, owner, item_id, now))
+                        (until, f"{owner}@{now:.3f}", item_id, now))
     return cursor.rowcount == 1
 
 

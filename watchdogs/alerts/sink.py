@@ -20,7 +20,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Literal
 
-from notifiers.base import Message, Notifier, TransportError
+from notifiers.base import Message, Notifier, TransportError, scrub_message
 from notifiers.render import Templates, plain_message
 from watchdogs import humanize
 from watchdogs.alerts import health, outbox, records, schema, silences
@@ -83,7 +83,8 @@ class AlertSink:
     def _render(self, channel: str, batch: Batch) -> Message:
         """A broken template or channel plugin must not cost the alert: plain text instead."""
         try:
-            message = self.channels[channel].render(batch, self.templates)
+            message = scrub_message(self.channels[channel].render(batch, self.templates),
+                                    (s for c in self.channels.values() for s in c.secrets()))
             outbox.encode(message)  # a plugin's non-JSON `extra` must fail here, not in the tick
             return message
         except Exception:
@@ -129,6 +130,7 @@ class AlertSink:
         between us and a duplicate on a crash. True if a "channel delivers again" notice
         was queued."""
         ts = now.timestamp()
+        told = False
         with self.store.transaction() as db:
             if error is None:
                 outbox.mark_delivered(db, item.id, ts)
@@ -138,6 +140,8 @@ class AlertSink:
                 outbox.mark_failed(db, item, ts, error.message, wait, error.done)
                 health.record_failure(db, item.channel, ts, error.message)
                 recovered = None
+                if error.permanent:
+                    told = self._announce_broken(db, item.channel, now)
             if recovered is not None:
                 self._enqueue_channel_event(db, recovered, now, "resolved")
         if error is None:
@@ -146,7 +150,17 @@ class AlertSink:
             kind = "permanent" if error.permanent else "will retry"
             LOG.warning("channel %s: %s (%s; next try in %s s)", item.channel, error.message, kind,
                         int(outbox.backoff(item.attempts + 1, error.permanent, error.retry_after)))
-        return recovered is not None
+        return recovered is not None or told
+
+    def _announce_broken(self, db: sqlite3.Connection, channel: str, now: datetime) -> bool:
+        """An error no retry mends (a refused address, a header as configured): the others
+        are told now, once, instead of after `channel_down_after` of retries."""
+        found = next((h for h in health.listing(db) if h.channel == channel), None)
+        if found is None or found.down_alerted:
+            return False
+        self._enqueue_channel_event(db, found, now, "alert")
+        health.mark_announced(db, channel)
+        return True
 
     # -- channel health ----------------------------------------------------------------------
 

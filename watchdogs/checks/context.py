@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from watchdogs.errors import WatchdogsError
 from watchdogs.slurmctl.jobspec import JobSpec
-from watchdogs.slurmctl.runner import SlurmRunner, run_slurm
+from watchdogs.slurmctl.runner import DEFAULT_TIMEOUT_S, SlurmRunner, run_slurm, within_budget
 from watchdogs.slurmctl.snapshot import JobSnapshot, fetch, merged_env
 
 if TYPE_CHECKING:
@@ -25,7 +25,8 @@ T = TypeVar("T")
 class TickContext:
     def __init__(self, now: datetime, store: StateStore, checks: Sequence[Check] = (),
                  env: Mapping[str, str] | None = None, config: Config | None = None,
-                 watchers: Sequence[object] = (), runner: SlurmRunner = run_slurm) -> None:
+                 watchers: Sequence[object] = (), runner: SlurmRunner = run_slurm,
+                 slurm_budget: float = DEFAULT_TIMEOUT_S) -> None:
         self.now = now
         self.config = config
         self.store = store
@@ -34,7 +35,8 @@ class TickContext:
         # (objects with `watched_jobs(ctx)`, like the checks that watch jobs).
         self.watchers = tuple(watchers)
         self.env: Mapping[str, str] = dict(env or {})
-        self.runner = runner
+        # One budget for every Slurm command of the tick (see `within_budget`).
+        self.runner = within_budget(runner, slurm_budget)
         self.results: dict[str, CheckResult] = {}
         self._shared: dict[str, tuple[bool, Any]] = {}
         # Re-entrant: a shared value may be built from others (the tick's sacct call asks

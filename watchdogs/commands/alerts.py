@@ -10,9 +10,10 @@ from typing import Any
 from notifiers.render import age
 from notifiers.secrets import scrub
 from watchdogs.alerts import health, outbox, records, silences
-from watchdogs.commands.base import CommandResult
-from watchdogs.commands.silence import open_store, when
+from watchdogs.commands.base import CommandResult, channel_secrets, config_from_args
+from watchdogs.commands.silence import has_table, open_store, when
 from watchdogs.result import Status
+from watchdogs.textsafe import one_line
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -42,8 +43,19 @@ def _open_alerts(db: Any, now: float) -> list[dict[str, Any]]:
 def _pending(db: Any, now: float) -> list[dict[str, Any]]:
     return [{"id": i.id, "channel": i.channel, "key": i.key, "subject": i.message.subject,
              "queued": when(i.created), "age": age(now - i.created), "attempts": i.attempts,
-             "next_attempt_in": age(max(i.next_attempt - now, 0)),
+             "next_attempt_in": age(max(i.next_attempt - now, 0)), "sending": _sending(i, now),
              "last_error": scrub(i.last_error) if i.last_error else None} for i in outbox.pending(db)]
+
+
+def _sending(item: outbox.OutboxItem, now: float) -> dict[str, Any] | None:
+    """Who holds the item right now: a sender killed mid-delivery holds it until its lease
+    runs out, and "0 attempts, next in 0 s" would hide that."""
+    held = item.holder(now)
+    if held is None or item.lease_until is None:
+        return None
+    host, pid, since = held
+    return {"pid": pid, "host": host, "since": when(since), "retry_after": when(item.lease_until),
+            "retry_in": age(item.lease_until - now)}
 
 
 def _channels(db: Any, now: float) -> list[dict[str, Any]]:
@@ -60,13 +72,16 @@ def _line(alert: dict[str, Any]) -> str:
     extras = [f"acked by {alert['acked_by']}"] if alert["acked_by"] else []
     extras += [f"silenced (silence {alert['silenced_by']})"] if alert["silenced_by"] else []
     tail = "; ".join([state, *extras])
-    return (f"  {alert['status']:<8} {alert['item']}  since {alert['since']} ({alert['age']}); {tail}\n"
-            f"           {alert['summary']}")
+    return (f"  {alert['status']:<8} {one_line(alert['item'], 200)}  since {alert['since']} "
+            f"({alert['age']}); {tail}\n           {one_line(alert['summary'], 1000)}")
 
 
 def _pending_line(p: dict[str, Any]) -> str:
-    line = (f"  #{p['id']} {p['channel']}: {p['subject']} (queued {p['age']} ago, "
-            f"{p['attempts']} attempt(s), next in {p['next_attempt_in']})")
+    s = p["sending"]
+    when_next = (f"being sent by pid {s['pid']} on {s['host']} since {s['since']}; retried after "
+                 f"{s['retry_after']} (in {s['retry_in']}) if that process does not finish"
+                 if s else f"{p['attempts']} attempt(s), next in {p['next_attempt_in']}")
+    line = f"  #{p['id']} {p['channel']}: {p['subject']} (queued {p['age']} ago, {when_next})"
     return line + (f"\n      last error: {p['last_error']}" if p["last_error"] else "")
 
 
@@ -77,10 +92,15 @@ def _history_line(h: dict[str, Any]) -> str:
 
 
 def show_alerts(args: argparse.Namespace) -> CommandResult:
-    store, _ = open_store(args)
-    db, now = store.connection(), time.time()
-    data: dict[str, Any] = {"open": _open_alerts(db, now), "pending": _pending(db, now),
-                            "failing_channels": _channels(db, now)}
+    store, _, _ = open_store(args)
+    now = time.time()
+    if store is None or not has_table(store, "alert_state"):
+        data: dict[str, Any] = {"open": [], "pending": [], "failing_channels": []}
+        return CommandResult("No open alerts (nothing was recorded here yet).", data)
+    hidden = channel_secrets(config_from_args(args))
+    db = store.connection()
+    data = {"open": _open_alerts(db, now), "pending": _pending(db, now),
+            "failing_channels": _channels(db, now)}
     lines = [f"Open alerts ({len(data['open'])}):" if data["open"] else "No open alerts."]
     lines += [_line(a) for a in data["open"]]
     if data["pending"]:
@@ -93,4 +113,4 @@ def show_alerts(args: argparse.Namespace) -> CommandResult:
                            for row in records.history(db, args.history)]
         lines.append(f"Last {len(data['history'])} events:")
         lines += [_history_line(h) for h in data["history"]]
-    return CommandResult("\n".join(lines), data)
+    return CommandResult("\n".join(lines), data, hidden=hidden)

@@ -17,8 +17,10 @@ from watchdogs.commands.base import CommandResult, config_from_args
 from watchdogs.config import find_config_path
 from watchdogs.errors import WatchdogsError
 from watchdogs.scheduler import chain, startup
+from watchdogs.scheduler.changes import reader
 from watchdogs.scheduler.records import Records
-from watchdogs.state.store import DB_NAME, StateStore, open_store
+from watchdogs.state.snapshot import VIEW_NAME
+from watchdogs.state.store import DB_NAME, open_store
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -35,7 +37,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def start(args: argparse.Namespace) -> CommandResult:
     config = config_from_args(args)  # a broken config is refused here, not in the queue
     settings = chain.lenient_settings(config.path)
-    open_store(settings.state_dir)[0].close()  # a state folder that cannot hold a database: say so now
+    if not (settings.state_dir / VIEW_NAME).exists():  # else a scheduler owns the database: leave it
+        open_store(settings.state_dir)[0].close()  # a state folder that cannot hold a database: say so now
     # Validated: the copy the chain falls back on, and where `stop` finds it if the file breaks.
     validated = startup.LoadedConfig(config, (), {}, config.path.read_bytes())
     startup.remember(config.path, settings.state_dir, validated)
@@ -91,7 +94,8 @@ def _recorded_instance(settings: chain.ChainSettings, found: list[chain.ChainJob
     if not (settings.state_dir / DB_NAME).exists():
         return []
     try:
-        latest = Records(StateStore(settings.state_dir)).latest_instance()
+        view = reader(settings.state_dir)  # never the live database: its writer may be on another host
+        latest = Records(view).latest_instance() if view is not None else None
         job_id = str(latest["job_id"]) if latest and latest["ended"] is None and latest["job_id"] else None
         job = chain.live_job(job_id) if job_id and job_id not in {j.id for j in found} else None
     except (WatchdogsError, sqlite3.Error):

@@ -13,7 +13,7 @@ from datetime import datetime
 
 from notifiers.base import TransportError
 from notifiers.render import Templates
-from watchdogs.alerts.channels import build_notifier
+from watchdogs.alerts.channels import build_notifier, deliver
 from watchdogs.alerts.events import AlertEvent, Batch
 from watchdogs.commands.base import CommandResult, config_from_args
 from watchdogs.errors import SecretError, WatchdogsError
@@ -57,11 +57,13 @@ def channel_test(args: argparse.Namespace) -> CommandResult:
     started = time.monotonic()
     try:
         notifier.check_secrets()
-        notifier.notify(message)
-    except (TransportError, SecretError) as exc:
+        failure = deliver(notifier, message)  # the scheduler's one way to send: same errors, same words
+    except SecretError as exc:
+        failure = TransportError(str(exc), permanent=True)
+    if failure is not None:
         seconds = time.monotonic() - started
-        permanent = getattr(exc, "permanent", True)
-        text = notifier.scrub(getattr(exc, "message", str(exc)))
+        permanent = failure.permanent
+        text = notifier.scrub(failure.message)
         advice = ("permanent: fix the configuration, secret or address; the scheduler retries such "
                   "messages only hourly") if permanent else \
             "transient: the scheduler would keep it in the outbox and retry with backoff"

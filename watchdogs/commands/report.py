@@ -9,7 +9,7 @@ from pathlib import Path
 from watchdogs.commands.base import CommandResult, config_from_args
 from watchdogs.errors import WatchdogsError
 from watchdogs.report.refresh import PAGE
-from watchdogs.state.store import StateStore
+from watchdogs.scheduler.changes import reader
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -27,7 +27,12 @@ def report(args: argparse.Namespace) -> CommandResult:
     out = Path(args.out) if args.out else config.scheduler.state_dir / PAGE
     if not out.parent.is_dir():
         raise WatchdogsError(f"--out {out}: folder {out.parent} does not exist")
-    store = StateStore(config.scheduler.state_dir)
+    # What status reads: the view the scheduler publishes (read-only, from any host), never
+    # the database itself, which only the running scheduler writes (docs/state.md).
+    store = reader(config.scheduler.state_dir)
+    if store is None:
+        raise WatchdogsError(f"nothing is recorded in {config.scheduler.state_dir} yet: the page is drawn "
+                             "from what the scheduler recorded (`watchdogs start` or `watchdogs run --once`)")
     try:
         found = data.gather(config, store, time.time())
     finally:

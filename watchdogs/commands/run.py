@@ -4,16 +4,29 @@ from __future__ import annotations
 
 import argparse
 import logging
+from collections.abc import Sequence
+from datetime import datetime
 
 from watchdogs.alerts import build_sink
 from watchdogs.commands.base import CommandResult, config_from_args
 from watchdogs.config import find_config_path
 from watchdogs.errors import WatchdogsError
 from watchdogs.plugins import CHECKS_GROUP, load_group
+from watchdogs.scheduler.changes import owned_elsewhere
 from watchdogs.scheduler.instance import run_instance
 from watchdogs.scheduler.once import run_once
-from watchdogs.scheduler.startup import open_state
+from watchdogs.scheduler.startup import (
+    State,
+    open_state,
+    publish_view,
+    remove_scratch,
+    scratch_dir,
+    tell_state,
+)
 from watchdogs.scheduler.stopflag import StopFlag
+from watchdogs.sink import ItemOutcome, ResultSink
+from watchdogs.state.store import open_store
+from watchdogs.textsafe import one_line
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -42,18 +55,38 @@ def run(args: argparse.Namespace) -> CommandResult:
     return CommandResult("", {}, exit_code=code)
 
 
+class QuietSink:
+    """Records and sends nothing: `run --once` beside a scheduler on another host."""
+
+    def handle(self, outcomes: Sequence[ItemOutcome], now: datetime) -> None:
+        return
+
+    def flush(self, now: datetime, force: bool = False) -> None:
+        return
+
+
 def _once(args: argparse.Namespace) -> CommandResult:
     config = config_from_args(args)
-    state = open_state(config.scheduler.state_dir)  # full or broken: a scratch state, said in the log
-    if state.note:
-        logging.getLogger("watchdogs.state").warning("%s", state.note)
-    report = run_once(config, state.store, build_sink(config, state.store), load_group(CHECKS_GROUP),
-                      due_only=args.due)
+    elsewhere = owned_elsewhere(config)
+    if elsewhere:
+        # The live database belongs to a scheduler on another host (docs/state.md): run the
+        # items and print, but record nothing and send nothing from here.
+        logging.getLogger("watchdogs.state").warning(
+            "%s: this run uses a private scratch state and sends no alert (the scheduler does)", elsewhere)
+    try:
+        state = State(open_store(scratch_dir())[0]) if elsewhere else open_state(config.scheduler.state_dir)
+        sink: ResultSink = QuietSink() if elsewhere else build_sink(config, state.store)
+        tell_state(config, state, sink)
+        report = run_once(config, state.store, sink, load_group(CHECKS_GROUP), due_only=args.due)
+        if state.problem is None and not elsewhere:
+            publish_view(state.store, "`watchdogs run --once`")
+    finally:
+        remove_scratch()
     lines, items = [], []
     for run in report.runs:
         status = run.result.status.name if run.result else "UNKNOWN"
         summary = run.result.summary if run.result else "interrupted"
-        lines.append(f"{status:<8} {run.item}: {summary}")
+        lines.append(f"{status:<8} {one_line(run.item, 200)}: {one_line(summary)}")
         items.append({"item": run.item, "kind": run.kind, "status": status, "summary": summary,
                       "details": list(run.result.details) if run.result else [], "log": run.log,
                       "job_id": run.job_id, "seconds": round(run.finished - run.started, 3)})

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
-import getpass
 import time
 from datetime import datetime
 
 from watchdogs import units
-from watchdogs.alerts import records, schema, silences
+from watchdogs.alerts import records, silences
 from watchdogs.commands.base import CommandResult, config_from_args
+from watchdogs.config import Config
 from watchdogs.errors import WatchdogsError
+from watchdogs.scheduler import changes
 from watchdogs.state.store import StateStore
+from watchdogs.textsafe import one_line
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -28,25 +30,32 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("ack", help="acknowledge open alerts: no reminders until their status changes")
     parser.add_argument("item", help="check name, drop-in id, or a glob")
     parser.set_defaults(handler=ack)
+    parser = sub.add_parser("resolve", help="close the open alerts of an item (or a glob) by hand, "
+                                            "with a reason")
+    parser.add_argument("item", help="check name, drop-in id, or a glob")
+    parser.add_argument("--reason", required=True, help="why (shown in the RESOLVED message)")
+    parser.set_defaults(handler=resolve)
     parser = sub.add_parser("silences", help="list running silences, or end one")
     parser.add_argument("--all", action="store_true", help="include ended silences")
     parser.add_argument("--expire", type=int, metavar="ID", help="end silence ID now")
     parser.set_defaults(handler=list_silences)
 
 
-def open_store(args: argparse.Namespace) -> tuple[StateStore, list[str]]:
-    """The state store of the configured scheduler, and the item names it knows about."""
+def open_store(args: argparse.Namespace) -> tuple[StateStore | None, list[str], Config]:
+    """The state as the read-only commands see it (the view the scheduler publishes; None
+    when nothing was recorded yet), the item names it knows about, and the config."""
     config = config_from_args(args)
-    store = schema.ensure(StateStore(config.scheduler.state_dir))
-    known = set(records.load_states(store.connection())) | {c.name for c in config.checks}
-    return store, sorted(known)
+    store = changes.reader(config.scheduler.state_dir)
+    states = records.load_states(store.connection()) if store is not None and _has_alerts(store) else {}
+    known = set(states) | {c.name for c in config.checks}
+    return store, sorted(known), config
 
 
-def whoami() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return "unknown"
+def _has_alerts(store: StateStore) -> bool:
+    return has_table(store, "alert_state")
+
+
+whoami = changes.whoami
 
 
 def when(ts: float) -> str:
@@ -60,30 +69,44 @@ def silence(args: argparse.Namespace) -> CommandResult:
         raise WatchdogsError(f"--for {args.duration!r}: expected {exc}") from None
     if seconds <= 0:
         raise WatchdogsError(f"--for {args.duration!r}: expected a duration longer than zero")
-    store, known = open_store(args)
-    now = time.time()
-    with store.transaction() as db:
-        made = silences.add(db, args.item, now, now + seconds, args.reason, whoami())
-    matched = [k for k in known if made.matches(k)]
-    text = (f"silence {made.id}: {args.item!r} until {when(made.ends)} ({args.duration})"
-            + (f", reason: {args.reason}" if args.reason else "")
+    _, known, config = open_store(args)
+    done, how = changes.change(config, "silence", {"item": args.item, "seconds": seconds,
+                                                   "reason": args.reason})
+    changes.describe(done, how)
+    matched = [k for k in known if fnmatch.fnmatchcase(k, args.item)]
+    shown = one_line(repr(args.item), 200)
+    head = (f"silence {done.data['id']}: {shown} until {when(float(done.data['ends']))}"
+            if done is not None else f"silence of {shown} for {args.duration} QUEUED, not yet applied")
+    text = (f"{head} ({args.duration})" + (f", reason: {one_line(args.reason, 1000)}" if args.reason else "")
             + ("\nmatches: " + ", ".join(matched) if matched else
-               "\nmatches no item seen so far (a drop-in that has not run yet is fine)"))
-    return CommandResult(text, {"silence": _silence_data(made), "matches": matched})
+               "\nmatches no item seen so far (a drop-in that has not run yet is fine)")
+            + f"\n{how}")
+    data: dict[str, object] = {"applied": done is not None, "how": how, "matches": matched}
+    if done is not None:
+        data["silence"] = {"id": done.data["id"], "pattern": args.item,
+                           "ends": when(float(done.data["ends"])), "reason": args.reason, "author": whoami()}
+    return CommandResult(text, data)
 
 
 def ack(args: argparse.Namespace) -> CommandResult:
-    store, _ = open_store(args)
-    db = store.connection()
-    open_items = sorted(i for i, s in records.load_states(db).items() if s.open)
-    wanted = [i for i in open_items if fnmatch.fnmatchcase(i, args.item)]
-    if not wanted:
-        listing = ", ".join(open_items) or "none"
-        raise WatchdogsError(f"no open alert matches {args.item!r} (open alerts: {listing})")
-    with store.transaction() as tx:
-        records.acknowledge(tx, wanted, time.time(), whoami())
-    return CommandResult(f"acknowledged: {', '.join(wanted)} (no reminders until the status changes)",
-                         {"acknowledged": wanted})
+    _, _, config = open_store(args)
+    done, how = changes.change(config, "ack", {"item": args.item})
+    text, code = changes.describe(done, how)
+    return CommandResult(text, {"applied": done is not None, "how": how,
+                                "acknowledged": done.data.get("acknowledged", []) if done else []}, code)
+
+
+def resolve(args: argparse.Namespace) -> CommandResult:
+    _, _, config = open_store(args)
+    done, how = changes.change(config, "resolve", {"item": args.item, "reason": args.reason})
+    text, code = changes.describe(done, how)
+    return CommandResult(text, {"applied": done is not None, "how": how,
+                                "resolved": done.data.get("resolved", []) if done else []}, code)
+
+
+def has_table(store: StateStore, name: str) -> bool:
+    return store.connection().execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone() is not None
 
 
 def _silence_data(s: silences.Silence) -> dict[str, object]:
@@ -92,15 +115,17 @@ def _silence_data(s: silences.Silence) -> dict[str, object]:
 
 
 def list_silences(args: argparse.Namespace) -> CommandResult:
-    store, _ = open_store(args)
+    store, _, config = open_store(args)
     now = time.time()
     if args.expire is not None:
-        with store.transaction() as db:
-            if not silences.expire(db, args.expire, now):
-                raise WatchdogsError(f"no running silence with id {args.expire} (see `watchdogs silences`)")
-        return CommandResult(f"silence {args.expire} ended", {"expired": args.expire})
-    found = silences.listing(store.connection(), now, include_expired=args.all)
-    lines = [f"{s.id:>4}  {s.pattern:<30} until {when(s.ends)}{'' if s.active(now) else ' (ended)'}"
-             f"  by {s.author}{': ' + s.reason if s.reason else ''}" for s in found]
+        done, how = changes.change(config, "expire", {"id": args.expire})
+        text, code = changes.describe(done, how)
+        return CommandResult(text if done is None else f"silence {args.expire} ended\n({how})",
+                             {"expired": args.expire, "applied": done is not None, "how": how}, code)
+    has = store is not None and has_table(store, "silences")
+    found = silences.listing(store.connection(), now, include_expired=args.all) if has and store else []
+    lines = [f"{s.id:>4}  {one_line(s.pattern, 200):<30} until {when(s.ends)}"
+             f"{'' if s.active(now) else ' (ended)'}  by {one_line(s.author, 100)}"
+             f"{': ' + one_line(s.reason, 1000) if s.reason else ''}" for s in found]
     text = "\n".join(lines) if lines else "no running silences"
     return CommandResult(text, {"silences": [_silence_data(s) | {"active": s.active(now)} for s in found]})

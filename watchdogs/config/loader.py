@@ -21,6 +21,7 @@ from watchdogs.config.paths import path_problem
 from watchdogs.config.source import parse_toml, read_toml
 from watchdogs.errors import ConfigError, ConfigProblem
 from watchdogs.plugins import CHECKS_GROUP, NOTIFIERS_GROUP, Registry, load_group
+from watchdogs.textsafe import control_characters
 
 
 class _Problems:
@@ -63,7 +64,9 @@ def load_config(path: str | os.PathLike[str], checks: Registry | None = None,
     check_cfgs = _plugin_tables(raw, "check", sections.CHECK_COMMON, checks_reg, problems, base)
     if broken_channels is not None:
         _set_aside_channels(problems, notify_cfgs, broken_channels)
-    _check_references(check_cfgs, notify_cfgs, alerts, checks_reg, problems, set(broken_channels or ()))
+    # A channel defined but invalid has its own problem lines: a reference to it is no second problem.
+    _check_references(check_cfgs, notify_cfgs, alerts, checks_reg, problems,
+                      set(broken_channels or ()) | _defined_names(raw, "notify"))
     if problems.items:
         raise ConfigError(problems.items)
     return Config(
@@ -74,6 +77,13 @@ def load_config(path: str | os.PathLike[str], checks: Registry | None = None,
         checks=tuple(CheckConfig(**c) for c in check_cfgs),
         notifiers=tuple(NotifyConfig(**n) for n in notify_cfgs),
     )
+
+
+def _defined_names(raw: dict[str, Any], kind: str) -> set[str]:
+    """The names of every [[kind]] table written, valid or not."""
+    tables = raw.get(kind, [])
+    return {t["name"] for t in tables if isinstance(t, dict) and isinstance(t.get("name"), str)} \
+        if isinstance(tables, list) else set()
 
 
 def _set_aside_channels(problems: _Problems, parsed: list[dict[str, Any]],
@@ -197,6 +207,8 @@ def _plugin_table(table: Any, label: str, kind: str, common: Mapping[str, Any],
     # Resolve relative paths first, so cross-key rules (e.g. secret-file permissions) see the real file.
     own = {k: _resolve(v, base) for k, v in own.items()}
     found += _path_problems(table, own, cls.options, base)
+    if kind == "notify":
+        found += _control_problems(own)
     if not found:
         found = list(cls.validate_options(own))
     problems.extend(label, found)
@@ -204,6 +216,23 @@ def _plugin_table(table: Any, label: str, kind: str, common: Mapping[str, Any],
         return None
     values["options"] = frozen_map(own)
     return values
+
+
+def _control_problems(values: Mapping[str, Any]) -> list[tuple[str, Any, str]]:
+    """A channel's text values end up in mail headers, HTTP headers and SMTP commands, where
+    a CR or LF starts a header or command of the sender's choosing (`to = ["a@x.org\\r\\n
+    Bcc: b@y.org"]`): no control character is accepted in any of them."""
+    found = []
+    for key, value in values.items():
+        texts = [value] if isinstance(value, str) else list(value) if isinstance(value, (list, tuple)) \
+            else [*value.keys(), *value.values()] if isinstance(value, Mapping) else []
+        for text in texts:
+            held = control_characters(text) if isinstance(text, str) else ""
+            if held:
+                found.append((key, text, f"text without control characters (it holds {held}): a "
+                                         "channel's values reach mail and HTTP headers"))
+                break
+    return found
 
 
 def _unknown_type(label: str, type_name: str, registry: Registry, problems: _Problems) -> None:

@@ -22,6 +22,7 @@ PERIODS = ("hourly", "daily", "weekly")
 CRONTAB = "crontab"
 HEADER_LINES = 20
 _HEADER = re.compile(rb"#\s*watchdogs:\s*timeout\s*=\s*(\S+)")
+_RUN_PARTS_NAME = re.compile(r"[A-Za-z0-9_-]+")
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,10 @@ def _scan_folder(folder: Path, schedule: Schedule, uid: int) -> tuple[list[DropI
         slurm = path.suffix == ".slurm"
         if not stat.S_ISREG(st.st_mode):
             continue  # sub-folders are not drop-ins
+        bad_name = name_problem(path.name)
+        if bad_name:
+            refused.append(Refusal(str(path), bad_name))
+            continue
         # Whose it is comes first: "chmod u+x" is no advice for a file another user owns.
         reason = unsafe_reason(st, uid) or _link_reason(path, uid)
         if not reason and not (slurm or os.access(path, os.X_OK)):
@@ -98,6 +103,23 @@ def _scan_folder(folder: Path, schedule: Schedule, uid: int) -> tuple[list[DropI
         dropins.append(DropIn(f"{folder.name}/{path.name}", "slurm" if slurm else "dropin",
                               (str(path),), schedule, timeout, submit=slurm))
     return dropins, refused
+
+
+def name_problem(name: str) -> str | None:
+    """Why a file in a period folder is not run for its name, or None. cron's rule (Debian's
+    run-parts without --lsbsysinit: "the names must consist entirely of ASCII upper- and
+    lower-case letters, ASCII digits, ASCII underscores, and ASCII minus-hyphens"), plus our
+    one ending, `.slurm`, for a script to submit. The name becomes the item's id, which
+    reaches log lines, mail headers and terminals: a newline in it would forge a line."""
+    stem = name.removesuffix(".slurm")
+    if _RUN_PARTS_NAME.fullmatch(stem):
+        return None
+    if not stem:
+        return "name not run: nothing before '.slurm'"
+    odd = sorted({c for c in stem if not _RUN_PARTS_NAME.fullmatch(c)})
+    shown = ", ".join(repr(c) for c in odd[:8]) + (" ..." if len(odd) > 8 else "")
+    return (f"name not run: it holds {shown}; like cron's run-parts, a drop-in's name "
+            "may hold only letters, digits, '_' and '-' (and end in '.slurm' to be submitted); rename it")
 
 
 def _stat_failure(path: Path, exc: OSError) -> str:

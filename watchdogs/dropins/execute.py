@@ -26,6 +26,7 @@ from watchdogs import humanize
 from watchdogs.dropins import reaper
 from watchdogs.dropins.capture import DEFAULT_CAP, CappedStream
 from watchdogs.result import CheckResult, Status, parse_plugin_output
+from watchdogs.textsafe import bounded, masked
 
 KILL_GRACE_S = 5.0
 DRAIN_S = 10.0
@@ -41,13 +42,16 @@ class DropInProcess:
     from any thread."""
 
     def __init__(self, argv: Sequence[str], timeout: float, log_path: Path,
-                 env: Mapping[str, str], cwd: Path, output_cap: int = DEFAULT_CAP) -> None:
+                 env: Mapping[str, str], cwd: Path, output_cap: int = DEFAULT_CAP,
+                 keep_fds: Sequence[int] = ()) -> None:
         self.argv = tuple(argv)
         self.timeout = timeout
         self.log_path = log_path
         self.env = dict(env)
         self.cwd = cwd
         self.output_cap = output_cap
+        self.keep_fds = tuple(keep_fds)
+        """Open files the run holds while it lives (its item's lock), beyond the scheduler."""
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
         self._why: str | None = None
@@ -61,7 +65,7 @@ class DropInProcess:
             except OSError as exc:
                 code, output, errors = None, "", f"cannot run {self.argv[0]}: {exc.strerror or exc}"
         leftovers = self._leftovers()
-        result = self._result(code, output, errors)
+        result = _masked(self._result(code, output, errors))
         if result is not None and leftovers:
             result = _with_leftovers(result, leftovers)
         self._append_footer(errors, code, time.monotonic() - started, result, leftovers)
@@ -90,7 +94,7 @@ class DropInProcess:
             argv = [sys.executable, "-I", "-S", REAPER, str(self._report_path()), *self.argv]
             self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                           stderr=subprocess.PIPE, cwd=self.cwd, env=self.env,
-                                          start_new_session=True)
+                                          start_new_session=True, pass_fds=self.keep_fds)
         assert self._proc.stdout is not None and self._proc.stderr is not None
         stdout = CappedStream(self._proc.stdout, out, self.output_cap)
         stderr = CappedStream(self._proc.stderr, None, self.output_cap)
@@ -164,3 +168,13 @@ def _with_leftovers(result: CheckResult, leftovers: Sequence[str]) -> CheckResul
     status = max(result.status, Status.WARNING) if result.status != Status.UNKNOWN else result.status
     return dataclasses.replace(result, status=status, summary=summary,
                                details=(*result.details, *(f"killed leftover: {x}" for x in leftovers)))
+
+
+def _masked(result: CheckResult | None) -> CheckResult | None:
+    """A drop-in's words with the channels' secrets masked and each field bounded before
+    anything stores or shows them: a drop-in that prints the SMTP password must not put it
+    into the state database, `status`, `alerts` or a message; a 50 MB line is not stored."""
+    if result is None:
+        return None
+    return dataclasses.replace(result, summary=bounded(masked(result.summary)),
+                               details=tuple(bounded(masked(d)) for d in result.details))

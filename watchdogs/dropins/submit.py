@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from watchdogs.checks.context import TickContext
+from watchdogs.procs import run_bounded
 from watchdogs.result import CheckResult, Status
 from watchdogs.slurmctl.jobspec import JobSpec
 from watchdogs.slurmctl.runner import BUSY_MARKERS
@@ -60,8 +61,7 @@ def submit(argv: Sequence[str], log_path: Path, env: Mapping[str, str]) -> tuple
     log_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     cmd = ["sbatch", "--parsable", *argv]
     try:
-        proc = subprocess.run(cmd, cwd=log_path.parent, env=dict(env), capture_output=True, text=True,
-                              timeout=SBATCH_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        proc = run_bounded(cmd, SBATCH_TIMEOUT_S, cwd=log_path.parent, env=env)  # group killed on timeout
     except FileNotFoundError:
         return _logged(log_path, cmd, CheckResult(Status.UNKNOWN, "sbatch: command not found")), None
     except subprocess.TimeoutExpired:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -97,8 +98,8 @@ def run_bounded(argv: Sequence[str], timeout: float, what: str,
 def abandon(proc: subprocess.Popen[str]) -> None:
     """Kill a stuck probe and reap it whenever the kernel lets it go, without waiting:
     a process blocked on a dead mount may only die when the mount comes back."""
-    with contextlib.suppress(ProcessLookupError):
-        proc.kill()
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)  # its own session: whatever it started goes too
     threading.Thread(target=_reap, args=(proc,), name=f"reap-probe-{proc.pid}", daemon=True).start()
 
 

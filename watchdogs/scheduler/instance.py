@@ -24,13 +24,16 @@ from watchdogs.scheduler import chain, startup
 from watchdogs.scheduler.deadman import DeadMansSwitch
 from watchdogs.scheduler.lock import Lock
 from watchdogs.scheduler.loop import Periodic, Scheduler
+from watchdogs.scheduler.publish import StateOwner
 from watchdogs.scheduler.records import Records
 from watchdogs.scheduler.stopflag import StopFlag
 from watchdogs.sink import ItemOutcome
 from watchdogs.slurmctl.runner import SlurmRunner, run_slurm
-from watchdogs.state.store import CORRUPT, state_problem
+from watchdogs.state import locking
+from watchdogs.state.store import CORRUPT, StateStore, state_problem
 
 LOG = logging.getLogger("watchdogs.scheduler")
+COMMAND_LOCK_WAIT_S = 15.0
 RETRY_S = 30.0
 """How soon a failed successor check is retried."""
 
@@ -78,7 +81,11 @@ def run_instance(config_path: Path, *, chained: bool, stop: StopFlag, registry: 
         LOG.warning("stop file %s exists: not starting%s (`watchdogs start` removes it)", settings.stop_file,
                     " and submitting no successor" if chained else "")
         return 0 if chained else 1
+    startup.remove_scratch(own_only=False)  # left by an instance that was SIGKILLed
     state = startup.open_state(settings.state_dir)
+    locks = locking.probe(settings.state_dir)
+    if not locks.across_hosts:
+        LOG.warning("state folder %s: %s", settings.state_dir, locks.note)
     records = Records(state.store)
     job_id = env.get("SLURM_JOB_ID") or None
     instance = _begin(records, clock(), job_id, "chain" if chained else "foreground")
@@ -92,7 +99,7 @@ def run_instance(config_path: Path, *, chained: bool, stop: StopFlag, registry: 
     if chained and job_id:
         _log_where_start_does(settings, job_id)
     lock = Lock(settings.state_dir if state.problem is None else state.store.state_dir)
-    holder = lock.acquire(f"job {job_id}" if job_id else "watchdogs run")
+    holder = _take_lock(lock, f"job {job_id}" if job_id else "watchdogs run")
     if holder:
         LOG.error("another scheduler instance runs on %s: %s", settings.state_dir, holder)
         _end(records, instance, clock(), f"another instance holds the state: {holder}")
@@ -119,6 +126,7 @@ def run_instance(config_path: Path, *, chained: bool, stop: StopFlag, registry: 
     switch.start(f"watchdogs instance {instance} starting on {socket.gethostname()}"
                  + (f" (job {job_id})" if job_id else ""))
     reason = "crashed"
+    owner: StateOwner | None = None
     try:
         periodic = [Periodic(RETRY_S, keeper.try_now, "successor check")] if keeper else []
         def say(news: list[ItemOutcome]) -> None:
@@ -143,8 +151,13 @@ def run_instance(config_path: Path, *, chained: bool, stop: StopFlag, registry: 
                 # already) starts at once, moves it aside and starts fresh.
                 stop.raise_("state database corrupt: the next instance moves it aside", grace=30.0)
             return kind
+        owner = StateOwner(settings.state_dir, f"chain instance {instance}" if chained else
+                           f"scheduler instance {instance}", locks, lambda: scheduler.records.store,
+                           on_state_error)
+        _note_locks(state.store if state.problem is None else None, locks)
         scheduler = Scheduler(config, state.store, sink, registry, instance=instance, stop=stop,
-                              periodic=periodic, env=env, clock=clock, on_state_error=on_state_error)
+                              periodic=periodic, env=env, clock=clock, on_state_error=on_state_error,
+                              owner=owner)
         stores.target = scheduler
         reason = scheduler.run()
     except BaseException as exc:
@@ -153,7 +166,10 @@ def run_instance(config_path: Path, *, chained: bool, stop: StopFlag, registry: 
         raise
     finally:
         _end(records, instance, clock(), reason)
+        if owner is not None:
+            owner.publish(clock())  # `status` elsewhere sees this instance end
         lock.release()
+        startup.remove_scratch()
         LOG.info("scheduler instance ended: %s", reason)
         switch.wait()
     if chained and reason.startswith("stop file"):
@@ -213,6 +229,28 @@ def _config_failed(loaded: startup.LoadedConfig, state: startup.State, records: 
     finally:
         _end(records, instance, clock(), f"config error ({count} problem{'s' if count != 1 else ''})")
         lock.release()
+
+
+def _take_lock(lock: Lock, who: str) -> str | None:
+    """The scheduler lock; a login-node command applying a change directly holds it for a
+    moment (see watchdogs.commands.changes): wait that out rather than end the instance."""
+    deadline = time.monotonic() + COMMAND_LOCK_WAIT_S
+    while True:
+        holder = lock.acquire(who)
+        if not holder or not holder.startswith("command") or time.monotonic() > deadline:
+            return holder
+        time.sleep(0.2)
+
+
+def _note_locks(store: StateStore | None, locks: locking.LockSupport) -> None:
+    """What the filesystem gives for locks, for `status` (read from the view)."""
+    if store is None:
+        return
+    try:
+        store.kv_put("state", "locks", {"kind": locks.kind, "fstype": locks.fstype, "note": locks.note})
+    except Exception as exc:
+        if state_problem(exc) is None:
+            raise
 
 
 def _switch(settings: SchedulerSettings) -> DeadMansSwitch:

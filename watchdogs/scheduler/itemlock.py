@@ -54,6 +54,10 @@ class ItemLocks:
             self._held[item_id] = fd
         return holder
 
+    def fd(self, item_id: str) -> int | None:
+        """The open lock file of an item we hold (None when unlocked), for a child to inherit."""
+        return self._held.get(item_id)
+
     def release(self, item_id: str) -> None:
         fd = self._held.pop(item_id, None)
         if fd is not None:

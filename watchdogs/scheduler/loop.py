@@ -29,6 +29,7 @@ from tzlocal import get_localzone
 
 from watchdogs import units
 from watchdogs.scheduler import records as records_schema
+from watchdogs.scheduler.inbox import removed_items
 from watchdogs.scheduler.items import Item, check_items, dropin_items
 from watchdogs.scheduler.prune import SCHEDULER_LOGS, prune_files
 from watchdogs.scheduler.records import GuardedRecords, Records
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from watchdogs.config.model import Config
     from watchdogs.dropins.safety import Refusal
     from watchdogs.plugins import Registry
+    from watchdogs.scheduler.publish import StateOwner
     from watchdogs.sink import ItemOutcome, ResultSink
     from watchdogs.state.store import StateStore
 
@@ -73,9 +75,11 @@ class Scheduler:
                  *, instance: int, stop: StopFlag, periodic: Sequence[Periodic] = (),
                  env: dict[str, str] | None = None, uid: int | None = None,
                  clock: Callable[[], float] = time.time, tz: tzinfo | None = None,
-                 on_state_error: Callable[[BaseException, datetime], object] | None = None) -> None:
+                 on_state_error: Callable[[BaseException, datetime], object] | None = None,
+                 owner: StateOwner | None = None) -> None:
         """`on_state_error`: the state directory could not be written (full, broken,
-        corrupt); without it such an error stops the scheduler."""
+        corrupt); without it such an error stops the scheduler. `owner`: this instance owns
+        the state database (applies queued changes, publishes the view)."""
         self.config = config
         self.sink = sink
         self.records = (Records(store) if on_state_error is None else
@@ -92,6 +96,8 @@ class Scheduler:
         self._outcomes: list[ItemOutcome] = []
         self._held_since = 0.0
         self.refused: list[Refusal] = []
+        self.owner = owner
+        self._known: set[str] | None = None
         self._warned: set[str] = set()
         self._checks, self._check_refusals = check_items(config, registry)
         self._aps = BackgroundScheduler(timezone=timezone.utc, executors={"default": DebugExecutor()},
@@ -118,6 +124,7 @@ class Scheduler:
             now = self.clock()
             self._dispatch(dues, now)
             self._settle(finished, now)
+            self._apply_changes(now)
             tick = time.monotonic() >= next_tick
             self._deliver(now, tick)
             if tick:
@@ -222,12 +229,48 @@ class Scheduler:
     def _tick(self, now: float) -> None:
         self._sync(now)
         self.records.beat(self.instance, now, {i: self._next_run(i) for i in self.items})
+        if self.owner is not None:
+            try:
+                self.owner.tick(now)
+            except Exception:
+                LOG.exception("the state view could not be published")
         try:
             self.sink.flush(_dt(now))
         except Exception:
             LOG.exception("the result sink failed to flush")
         if self.config.scheduler.stop_file.exists():
             self.stop.raise_(f"stop file {self.config.scheduler.stop_file} appeared", grace=30.0)
+
+    def _apply_changes(self, now: float) -> None:
+        """Changes queued by other processes (silence, ack, resolve); resolutions go out
+        with the next delivery."""
+        if self.owner is None:
+            return
+        try:
+            made = self.owner.poll(now)
+        except Exception:
+            LOG.exception("queued changes could not be applied")
+            return
+        if made:
+            self._outcomes += made
+            self._held_since = self._held_since or time.monotonic()
+
+    def _resolve_removed(self, now: float) -> None:
+        """An item that left the config (or cron.d) closes its open alert, with that reason."""
+        known = set(self.items)
+        if self.owner is None or known == self._known:
+            return
+        self._known = known
+        try:
+            made = removed_items(self.records.store, known, [r.path for r in self.refused], now)
+        except Exception:
+            LOG.exception("cannot look for alerts of removed items")
+            return
+        for outcome in made:
+            LOG.info("%s: %s: its open alert is resolved", outcome.item, outcome.result.summary)
+        if made:
+            self._outcomes += made
+            self._held_since = self._held_since or time.monotonic()
 
     def _chores(self, now: float, last: dict[str, float]) -> None:
         for chore in self.periodic:
@@ -258,6 +301,7 @@ class Scheduler:
         for item in changed:
             self._schedule(item, anchors.get(item.id), now)
         self.items.update(wanted)
+        self._resolve_removed(now)
 
     def _schedule(self, item: Item, anchor: float | None, now: float) -> None:
         first = first_run(item.schedule, _dt(anchor) if anchor else None, _dt(now), self.tz)

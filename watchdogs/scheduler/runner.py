@@ -205,7 +205,12 @@ class Runner:
             if dropin.submit:
                 result, job_id = self._submit(run, ctx, log, env)
             else:
-                run.process = DropInProcess(dropin.argv, run.item.timeout, log, env, log.parent)
+                # The reaper inherits the item's lock: a scheduler SIGKILLed mid-run leaves the
+                # drop-in running, and the lock held until it ends, so a restarted scheduler
+                # does not start the item beside it.
+                held = self.locks.fd(run.item.id)
+                run.process = DropInProcess(dropin.argv, run.item.timeout, log, env, log.parent,
+                                            keep_fds=(held,) if held is not None else ())
                 result = run.process.run()
         except Exception as exc:  # noqa: BLE001 - a broken run must still be reported, not lost
             result = CheckResult(Status.UNKNOWN, f"internal error: {type(exc).__name__}: {exc}")

@@ -6,6 +6,8 @@ stead), and the watchdog's own news about itself as outcomes.
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,9 +20,9 @@ from watchdogs.config import Config, load_config
 from watchdogs.config.sections import SCHEDULER
 from watchdogs.errors import ConfigError, ConfigProblem, WatchdogsError
 from watchdogs.plugins import Registry
-from watchdogs.sink import ItemOutcome
+from watchdogs.sink import ItemOutcome, ResultSink
 from watchdogs.state import lastgood
-from watchdogs.state.store import StateStore, StateUnavailable, open_store
+from watchdogs.state.store import CORRUPT, StateStore, StateUnavailable, open_store, state_problem
 
 if TYPE_CHECKING:
     from watchdogs.scheduler.loop import Scheduler
@@ -101,13 +103,78 @@ def open_state(state_dir: Path) -> State:
     directory cannot hold one (full, read-only), a private scratch directory stands in so
     the checks still run, and the problem is said at once."""
     try:
-        store, note = open_store(state_dir)
+        store, note = open_store(state_dir, check=True)
         return State(store, None, note)
     except StateUnavailable as exc:
-        scratch = Path(tempfile.mkdtemp(prefix="watchdogs-state-"))
+        scratch = scratch_dir()
         LOG.error("%s: running on a scratch state in %s until it can be written", exc, scratch)
         store, _ = open_store(scratch)
         return State(store, (exc.kind, exc.detail), None)
+
+
+def tell_state(config: Config, state: State, sink: ResultSink) -> None:
+    """`run --once` too tells the channels, not only stderr, when the state database was
+    corrupt (moved aside: what was kept and lost) or the folder cannot be used."""
+    if state.note is None and state.problem is None:
+        return
+    kind, detail = state.problem or (CORRUPT, state.note or "")
+    LOG.error("state directory %s: %s", kind, detail)
+    now = datetime.now(timezone.utc)
+    channels = [n.name for n in config.notifiers]
+    sink.handle([selfalerts.state_broken(kind, detail, str(config.scheduler.state_dir), now, channels)], now)
+
+
+def publish_view(store: StateStore, writer: str) -> None:
+    """The read-only view other hosts read (watchdogs.state.snapshot); best effort."""
+    from watchdogs.state import snapshot
+
+    try:
+        snapshot.publish(store, writer)
+    except Exception as exc:
+        if state_problem(exc) is None and not isinstance(exc, OSError):
+            raise
+        LOG.warning("cannot write the state view: %s", exc)
+
+
+SCRATCH_PREFIX = "watchdogs-state-"
+
+
+def scratch_dir() -> Path:
+    """A private scratch state folder named for this process, so that the instance removes
+    it at its end (`remove_scratch`) and the next one sweeps it after a SIGKILL."""
+    return Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
+
+
+def remove_scratch(own_only: bool = True) -> int:
+    """Remove this process's scratch folders, and those of processes of ours that are gone."""
+    removed = 0
+    base = Path(tempfile.gettempdir())
+    try:
+        entries = list(base.glob(f"{SCRATCH_PREFIX}*"))
+    except OSError:
+        return 0
+    for entry in entries:
+        pid = entry.name[len(SCRATCH_PREFIX):].split("-", 1)[0]
+        try:
+            if not pid.isdigit() or entry.lstat().st_uid != os.getuid() or not entry.is_dir():
+                continue
+            if int(pid) != os.getpid() and (own_only or _alive(int(pid))):
+                continue
+            shutil.rmtree(entry)
+            removed += 1
+        except OSError as exc:
+            LOG.warning("cannot remove the scratch state %s: %s", entry, exc)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def news(loaded: LoadedConfig, config: Config, working: list[str], disabled: dict[str, list[str]],
@@ -143,7 +210,7 @@ class StoreSwitch:
                 LOG.warning("back on the state database in %s", self.state_dir)
             else:
                 if self.scratch is None:
-                    self.scratch, _ = open_store(Path(tempfile.mkdtemp(prefix="watchdogs-state-")))
+                    self.scratch, _ = open_store(scratch_dir())
                 self.target.use_store(self.scratch)
                 LOG.warning("state directory %s: carrying on with a scratch state in %s", kind,
                             self.scratch.state_dir)

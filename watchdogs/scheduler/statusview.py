@@ -37,26 +37,50 @@ def my_jobs(runner: SlurmRunner, env: Mapping[str, str] | None = None) -> dict[s
     return jobs
 
 
-def gather(config: Config, store: StateStore, registry: Registry, now: float, runner: SlurmRunner,
+def gather(config: Config, store: StateStore | None, registry: Registry, now: float, runner: SlurmRunner,
            env: Mapping[str, str] | None = None, uid: int | None = None) -> dict[str, Any]:
-    records = Records(store)
+    """`store`: the state as this process may read it (the view the scheduler publishes),
+    None when nothing was recorded."""
+    recorded = store is not None and _has(store, "sched_instances")
+    records = Records(store) if recorded and store is not None else None
     try:
         jobs, slurm_error = my_jobs(runner, env), None
     except WatchdogsError as exc:
         jobs, slurm_error = {}, str(exc)
-    scheduler = _scheduler(config, records.latest_instance(), jobs, slurm_error, now)
+    scheduler = _scheduler(config, records.latest_instance() if records else None, jobs, slurm_error, now)
+    stopped = config.scheduler.stop_file.exists() and not scheduler["running"]
+    scheduler["stopped"] = stopped
     items, refused = all_items(config, registry, uid)
-    rows = records.items()
+    rows = records.items() if records else {}
     listed = []
     for item in items.values():
         row = rows.get(item.id, {})
         listed.append(_item(item.id, item.kind, item.schedule.describe(), row, jobs,
-                            _next_run(item, row, scheduler["running"], now)))
+                            None if stopped else _next_run(item, row, scheduler["running"], now)))
     return {"now": now, "scheduler": scheduler, "items": sorted(listed, key=lambda i: i["item"]),
             "refused": [{"path": r.path, "reason": r.reason} for r in refused],
             "stop_file": str(config.scheduler.stop_file) if config.scheduler.stop_file.exists() else None,
             "logs": {"runs": str(config.scheduler.state_dir / RUNS_DIR),
                      "scheduler": str(config.scheduler.state_dir / "scheduler")}}
+
+
+def _has(store: StateStore, table: str) -> bool:
+    return store.connection().execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone() is not None
+
+
+def view_info(store: StateStore | None, now: float) -> dict[str, Any]:
+    """How fresh the state shown is: when the view was written, where, by whom; and what
+    the state folder gives for locks, as the scheduler found it."""
+    info = getattr(store, "info", lambda: None)()
+    found: dict[str, Any] = {"source": "view" if info else "database" if store else "none"}
+    if info is not None:
+        found.update(taken=info.taken, age=max(0.0, now - info.taken), host=info.host, writer=info.writer)
+    locks = None
+    if store is not None and _has(store, "kv"):
+        locks = store.kv_get("state", "locks")
+    found["locks"] = locks
+    return found
 
 
 def _scheduler(config: Config, instance: dict[str, Any] | None, jobs: dict[str, dict[str, str]],

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Mapping, Sequence
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from watchdogs.errors import SlurmError
+from watchdogs.procs import run_bounded
 
 DEFAULT_TIMEOUT_S = 30.0
 # Phrases with which slurmctld says "ask me less often" (RPC rate limiting, busy controller).
@@ -40,11 +43,11 @@ class SlurmRunner(Protocol):
 
 def run_slurm(argv: Sequence[str], timeout: float = DEFAULT_TIMEOUT_S,
               env: Mapping[str, str] | None = None, input_text: str | None = None) -> SlurmReply:
+    """Run it in a process group of its own, killed whole on the timeout (a hung wrapper
+    script leaves no `squeue` behind)."""
     cmd = tuple(argv)
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                              env=dict(os.environ if env is None else env), input=input_text,
-                              stdin=None if input_text is not None else subprocess.DEVNULL)
+        proc = run_bounded(cmd, timeout, env=os.environ if env is None else env, input_text=input_text)
     except FileNotFoundError:
         raise SlurmError(f"{cmd[0]}: command not found (is Slurm installed here?)") from None
     except subprocess.TimeoutExpired:
@@ -54,3 +57,26 @@ def run_slurm(argv: Sequence[str], timeout: float = DEFAULT_TIMEOUT_S,
         error = SlurmBusy if any(m in proc.stderr for m in BUSY_MARKERS) else SlurmError
         raise error(f"{cmd[0]} failed (exit {proc.returncode}): {message}")
     return SlurmReply(cmd, proc.stdout, proc.stderr)
+
+
+def within_budget(runner: SlurmRunner, budget: float = DEFAULT_TIMEOUT_S,
+                  clock: Callable[[], float] = time.monotonic) -> SlurmRunner:
+    """`runner` with one time budget shared by every call: each call gets what is left (at
+    most its own timeout), and once it is spent a call fails at once. A tick whose squeue,
+    sinfo and sacct all hang then ends within one command timeout, not one per command.
+    The budget starts with the first call (a check may first wait for a drop-in)."""
+    started: list[float] = []
+    lock = threading.Lock()
+
+    def bounded(argv: Sequence[str], timeout: float = DEFAULT_TIMEOUT_S,
+                env: Mapping[str, str] | None = None, input_text: str | None = None) -> SlurmReply:
+        with lock:
+            if not started:
+                started.append(clock())
+        left = started[0] + budget - clock()
+        if left <= 0.05:
+            raise SlurmBusy(f"{argv[0]} not run: the Slurm commands of this tick already took "
+                            f"{budget:g}s (Slurm did not answer)")
+        return runner(argv, timeout=min(timeout, left), env=env, input_text=input_text)
+
+    return bounded

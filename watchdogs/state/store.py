@@ -76,15 +76,23 @@ def move_aside(path: Path, now: float | None = None) -> Path:
     return target
 
 
-def open_store(state_dir: Path, busy_timeout: float = 30.0) -> tuple[StateStore, str | None]:
-    """The state database; a corrupt one is moved aside and a fresh one started. Returns
-    the store and, when that happened, a note for the alert. Raises StateUnavailable when
-    the directory cannot hold a database at all (full, read-only)."""
+def open_store(state_dir: Path, busy_timeout: float = 30.0, check: bool = False
+               ) -> tuple[StateStore, str | None]:
+    """The state database; a corrupt one is moved aside and a fresh one started, with what
+    could be read of its outbox, silences and open alerts. Returns the store and, when that
+    happened, a note for the alert (what was kept, what was lost). `check`: run SQLite's
+    quick_check too (once per instance start: corruption deep in the file shows there, not
+    only when some later query meets the bad page). Raises StateUnavailable when the
+    directory cannot hold a database at all (full, read-only)."""
     path = Path(state_dir) / DB_NAME
     try:
         store = StateStore(state_dir, busy_timeout)
         store.connection().execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-        return store, None
+        problem = store.quick_check() if check else None
+        if problem is None:
+            return store, None
+        store.close()
+        detail = f"quick_check: {problem}"
     except (sqlite3.Error, OSError, WatchdogsError) as exc:
         kind = state_problem(exc.__cause__ or exc) or state_problem(exc)
         if kind != CORRUPT:
@@ -94,9 +102,14 @@ def open_store(state_dir: Path, busy_timeout: float = 30.0) -> tuple[StateStore,
     try:
         kept = move_aside(path)
         store = StateStore(state_dir, busy_timeout)
+        from watchdogs.state.salvage import salvage  # only on this rare path
+
+        with store.transaction() as db:
+            said = salvage(kept, db)
     except (sqlite3.Error, OSError, WatchdogsError) as exc:
         raise StateUnavailable(state_problem(exc) or BROKEN, Path(state_dir), _reason(exc)) from None
-    return store, f"the state database was corrupt ({detail}): moved aside to {kept}; started a fresh one"
+    return store, (f"the state database was corrupt ({detail}): moved aside to {kept}; started a fresh one; "
+                   f"{said}")
 
 
 def _full_or(kind: str, state_dir: Path) -> str:
@@ -109,6 +122,14 @@ def _full_or(kind: str, state_dir: Path) -> str:
 
 def _reason(exc: BaseException) -> str:
     return exc.strerror or str(exc) if isinstance(exc, OSError) else str(exc)
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
 
 
 def ensure_private_dir(path: Path) -> Path:
@@ -126,6 +147,7 @@ class StateStore:
         with self.transaction() as db:
             for stmt in _BASE_SCHEMA:
                 db.execute(stmt)
+        self.identity = _identity(self.path)
 
     def connection(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
@@ -192,6 +214,23 @@ class StateStore:
         with self.transaction() as db:
             db.execute("INSERT OR REPLACE INTO kv (namespace, key, value) VALUES (?, ?, ?)",
                        (namespace, key, text))
+
+    def replaced(self) -> str | None:
+        """Why the file this store opened is no longer the one at its path (deleted,
+        replaced), or None. Connections keep the old file open and write into it unseen."""
+        now = _identity(self.path)
+        if now == self.identity:
+            return None
+        what = "deleted" if now is None else "replaced by another file"
+        return (f"the state database {self.path} was {what} while the scheduler ran: the open alerts, "
+                "silences and undelivered messages it held are lost; a fresh one is started")
+
+    def quick_check(self) -> str | None:
+        """SQLite's `PRAGMA quick_check` (every page, not the indexes' contents): None when
+        the database is sound, else the first problem it names."""
+        rows = self.connection().execute("PRAGMA quick_check(5)").fetchall()
+        first = str(rows[0][0]) if rows else "no answer"
+        return None if first == "ok" else "; ".join(str(r[0]) for r in rows)
 
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)

@@ -1,0 +1,158 @@
+"""The state view: a copy of the state database that the chain writes each tick, which
+every other process (on any host) reads instead of the live database.
+
+Why: the live database is in WAL mode, and WAL needs every process that touches it on one
+host (its `-shm` index is shared memory; even a reader writes into it). On NFS or Lustre the
+chain writes on a compute node while `status` runs on a login node. So the chain is the one
+writer and reader of the live database, and publishes a view: SQLite's backup API into a
+temporary file in rollback-journal mode, fsync, rename over `view.sqlite3`, fsync the
+folder. A reader opens the view with `immutable=1`: no lock, no journal, no `-shm`, no
+write of any kind, which any filesystem serves (also a full one), and a rename never shows
+half a file. The view carries when, where and by whom it was taken, so `status` says how
+fresh it is.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from watchdogs.errors import WatchdogsError
+from watchdogs.state.store import CORRUPT, DB_NAME, StateStore, StateUnavailable, state_problem
+
+VIEW_NAME = "view.sqlite3"
+_META = "CREATE TABLE IF NOT EXISTS view_meta (taken REAL, host TEXT, pid INTEGER, writer TEXT)"
+
+
+@dataclass(frozen=True)
+class ViewInfo:
+    taken: float
+    host: str
+    pid: int
+    writer: str
+    """"chain instance 12", "silence (applied directly)", ..."""
+
+
+def publish(store: StateStore, writer: str, now: float | None = None) -> Path:
+    """Write the view of `store` atomically; returns its path. Raises sqlite3/OS errors
+    (the caller decides what a full or broken state folder means)."""
+    import socket  # here, not above: `status` reads views and needs no socket module
+
+    target = store.state_dir / VIEW_NAME
+    temp = store.state_dir / f".{VIEW_NAME}.{socket.gethostname()}.{os.getpid()}.tmp"
+    try:
+        dest = sqlite3.connect(temp, isolation_level=None)
+        try:
+            store.connection().backup(dest)
+            dest.execute("PRAGMA journal_mode=DELETE")
+            dest.execute(_META)
+            dest.execute("DELETE FROM view_meta")
+            dest.execute("INSERT INTO view_meta VALUES (?, ?, ?, ?)",
+                         (time.time() if now is None else now, socket.gethostname(), os.getpid(), writer))
+        finally:
+            dest.close()
+        fd = os.open(temp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.chmod(temp, 0o600)
+        os.replace(temp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            temp.unlink()
+        raise
+    _fsync_dir(store.state_dir)
+    return target
+
+
+def _fsync_dir(folder: Path) -> None:
+    with contextlib.suppress(OSError):  # some filesystems cannot fsync a folder; the rename stands
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+class ViewStore(StateStore):
+    """The view, read-only: the same tables and queries as the live store, no writes."""
+
+    def __init__(self, path: Path, immutable: bool = True) -> None:
+        # No schema work, as StateStore.__init__ does: nothing may be written.
+        self.state_dir = path.parent
+        self.path = path
+        self.immutable = immutable
+        self._busy_timeout = 0.0
+        import threading
+
+        self._local = threading.local()
+
+    def _connect(self) -> sqlite3.Connection:
+        uri = f"file:{quote(str(self.path))}?mode=ro" + ("&immutable=1" if self.immutable else "")
+        try:
+            conn = sqlite3.connect(uri, uri=True, isolation_level=None)
+            conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        except sqlite3.Error as exc:
+            raise _unreadable(self.path, exc) from None
+        conn.row_factory = sqlite3.Row
+        return conn
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        raise WatchdogsError(f"{self.path}: the state view is read-only (changes go to the chain)")
+        yield  # pragma: no cover - a generator for the context manager's sake
+
+    def ensure_schema(self, name: str, version: int, statements: Sequence[str]) -> None:
+        return  # the view holds whatever the live database held; a missing table reads as empty
+
+    def kv_put(self, namespace: str, key: str, value: Any) -> None:
+        raise WatchdogsError(f"{self.path}: the state view is read-only")
+
+    def info(self) -> ViewInfo | None:
+        try:
+            row = self.connection().execute("SELECT taken, host, pid, writer FROM view_meta").fetchone()
+        except sqlite3.Error:
+            return None
+        return None if row is None else ViewInfo(float(row[0]), str(row[1]), int(row[2]), str(row[3]))
+
+    def has_table(self, name: str) -> bool:
+        return self.connection().execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone() is not None
+
+
+def _unreadable(path: Path, exc: BaseException) -> StateUnavailable:
+    kind = state_problem(exc) or CORRUPT
+    return StateUnavailable(kind, path.parent, f"the state view {path.name} cannot be read ({exc}); the "
+                            "chain writes a new one each tick")
+
+
+def open_view(state_dir: Path) -> ViewStore | None:
+    """The view of `state_dir`, or None when none was ever written (then there is nothing
+    recorded to show, or only a live database from before views existed)."""
+    path = Path(state_dir) / VIEW_NAME
+    if not path.exists():
+        return None
+    store = ViewStore(path)
+    store.connection()
+    return store
+
+
+def legacy_store(state_dir: Path) -> StateStore | None:
+    """A database written before views existed and no view beside it: read it in place
+    (read-only, so a full disk still answers)."""
+    path = Path(state_dir) / DB_NAME
+    if not path.exists():
+        return None
+    view = ViewStore(path, immutable=False)  # its WAL holds the newest pages: not immutable
+    with contextlib.suppress(StateUnavailable):
+        view.connection()
+        return view
+    return None
