@@ -100,3 +100,12 @@ def test_no_forecast_line_before_an_hour_of_history_or_without_a_capacity() -> N
     shrinking = [(T0 + i * HOUR, 50.0 - i) for i in range(3)]
     found = forecast_line(shrinking, T0 + 2 * HOUR, DAY, 80.0, 90.0, 100.0)
     assert found is not None and found.crossings == ()
+
+
+def test_a_bytes_axis_steps_round_in_its_binary_unit() -> None:
+    gib = 1024.0 ** 3
+    text = svg.line_chart([svg.Series("used", ((T0, 40 * gib), (T0 + HOUR, 44 * gib)))], title="t",
+                          y_label="bytes used", fmt=format_size, t0=T0, t1=T0 + HOUR,
+                          levels=[svg.Level("crit", 91.3 * gib, "#c0392b")], unit=gib)
+    assert re.findall(r'class="ylab"[^>]*>([^<]+)<', text) == [
+        "0B", "20.0GiB", "40.0GiB", "60.0GiB", "80.0GiB", "100.0GiB"]

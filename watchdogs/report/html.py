@@ -32,6 +32,14 @@ def ago(seconds: float | None) -> str:
     return f"in {humanize.duration(-seconds)}" if seconds < 0 else f"{humanize.duration(seconds)} ago"
 
 
+def _binary(top: float) -> float:
+    """The binary unit humanize.size shows `top` in (1024**3 for 93 GiB)."""
+    unit = 1.0
+    while top >= 1024 * unit and unit < 1024.0 ** 5:
+        unit *= 1024
+    return unit
+
+
 def _inodes(value: float) -> str:
     return humanize.count(int(round(value)))
 
@@ -95,9 +103,11 @@ def _disk_charts(disk: DiskView, now: float) -> list[str]:
         levels = [svg.Level(f"{name} {unit(v)}", v, colour)
                   for name, v, colour in (("warn", warn, WARN), ("crit", crit, CRIT)) if v is not None]
         t1 = max([now, *(s.points[-1][0] for s in extra)])
+        top = max([v for _, v in points] + [lv.value for lv in levels])
         charts.append(svg.line_chart([svg.Series(label, points), *extra], title=f"{disk.name}: {label}",
                                      y_label=label, fmt=unit, t0=points[0][0], t1=t1,
-                                     levels=levels, marks=marks))
+                                     levels=levels, marks=marks,
+                                     unit=_binary(top) if unit is humanize.size else 1.0))
     return charts
 
 

@@ -23,7 +23,8 @@ DOTS = 60
 """Up to this many readings, each is drawn as a dot on its line too."""
 STATUS_COLOURS = {"OK": "#6a9f7a", "WARNING": "#d4a017", "UNKNOWN": "#8c8c8c", "CRITICAL": "#c0392b",
                   None: "#b8b8b8"}
-_STEPS = (10, 30, 60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400, 2 * 86400, 7 * 86400)
+_STEPS = (1, 2, 5, 10, 30, 60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400, 2 * 86400,
+          7 * 86400)
 
 
 @dataclass(frozen=True)
@@ -113,11 +114,13 @@ def _frame(t0: float, t1: float, lo: float, hi: float) -> tuple[Scale, Scale]:
 
 
 def line_chart(series: Sequence[Series], *, title: str, y_label: str, fmt: Callable[[float], str],
-               t0: float, t1: float, levels: Sequence[Level] = (), marks: Sequence[Mark] = ()) -> str:
-    """Lines over time with labelled axes, level lines and moment marks."""
+               t0: float, t1: float, levels: Sequence[Level] = (), marks: Sequence[Mark] = (),
+               unit: float = 1.0) -> str:
+    """Lines over time with labelled axes, level lines and moment marks. `unit`: the value
+    axis steps round in this unit (1024**3 for GiB), not in ones."""
     values = [v for s in series for _, v in s.points] + [lv.value for lv in levels]
     lo, hi = (min(values, default=0.0), max(values, default=1.0))
-    ticks = value_ticks(min(lo, 0.0), hi)
+    ticks = [v * unit for v in value_ticks(min(lo, 0.0) / unit, hi / unit)]
     lo, hi = ticks[0], ticks[-1]
     x, y = _frame(t0, t1, lo, hi)
     parts = [_open(title)]
