@@ -56,7 +56,7 @@ cluster-status:
 
 # Debian programs the tests run for real: tinyproxy (the HTTP proxy the channels go through)
 # and msmtp (the email channel's sendmail program). Installed when missing and we are root.
-TEST_TOOLS = tinyproxy msmtp
+TEST_TOOLS = tinyproxy msmtp chromium
 test-tools:
 	missing=""; for t in $(TEST_TOOLS); do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
 	if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \

@@ -25,7 +25,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # 2 what is checked, and how people are told.
     ("watchdogs.checks", "watchdogs.alerts", "notifiers"),
     # 3 what runs when.
-    ("watchdogs.dropins", "watchdogs.scheduler"),
+    ("watchdogs.dropins", "watchdogs.scheduler", "watchdogs.report"),
     # 4 what a user asks for.
     ("watchdogs.commands",),
     # 5 the command line.

@@ -34,6 +34,8 @@ HISTORY_DDL = (
 )
 DAY = 86400.0  # as fsprobe.forecast's, which this module imports only to forecast
 KEEP_HISTORY_S = 8 * DAY
+LEVELS = "check.disk.levels"
+"""kv namespace: each disk check's capacities and levels, as `watchdogs report` draws them."""
 
 
 class DiskCheck(Check):
@@ -86,6 +88,7 @@ class DiskCheck(Check):
         statuses = [sb, si]
         if use.complete:
             history = self._record(ctx, use)
+            self._remember_levels(ctx, cap_b, cap_i)
             for label, series, cap in (("bytes", 0, cap_b), ("inodes", 1, cap_i)):
                 said = self._forecast(ctx, [(t, v[series]) for t, *v in history], cap, label)
                 if said is not None:
@@ -121,6 +124,15 @@ class DiskCheck(Check):
             rows = db.execute("SELECT t, bytes_used, inodes_used FROM disk_history WHERE "
                               "check_name = ? AND t >= ? ORDER BY t", (self.name, now - window))
             return [(r[0], r[1], r[2]) for r in rows.fetchall()]
+
+    def _remember_levels(self, ctx: TickContext, cap_b: float | None, cap_i: float | None) -> None:
+        """The capacities and levels in bytes and inodes, for `watchdogs report`'s lines
+        (the history holds only what was used). Unchanged from tick to tick: no write."""
+        o = self.opts
+        ctx.store.kv_put(LEVELS, self.name, {
+            "bytes_cap": cap_b, "inodes_cap": cap_i, "window": o["forecast_window"],
+            "warn": o["warn"].resolve(cap_b), "crit": o["crit"].resolve(cap_b),
+            "inodes_warn": o["inodes_warn"].resolve(cap_i), "inodes_crit": o["inodes_crit"].resolve(cap_i)})
 
     def _forecast(self, ctx: TickContext, history: list[tuple[float, float | None]],
                   capacity: float | None, label: str) -> tuple[Status, str] | None:

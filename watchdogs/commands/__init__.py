@@ -21,6 +21,8 @@ COMMANDS: dict[str, Command] = {
     "doctor": Command("doctor", "will this work here? config, Slurm, accounting, state folder, "
                                 "every channel's reachability"),
     "notify-test": Command("channel_test", "send a test message through one channel"),
+    "report": Command("report", "write the status page: one HTML file with the trainings' "
+                                "timelines, disk and forecast, nodes, alerts"),
     "resolve": Command("silence", "close the open alerts of an item (or a glob) by hand, with a reason"),
     "run": Command("run", "run the scheduler: built-in checks and cron.d drop-ins"),
     "silence": Command("silence", "mute the alerts of a check or drop-in (or a glob) for a while"),

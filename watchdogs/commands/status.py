@@ -25,6 +25,8 @@ from watchdogs.state.store import StateStore
 from watchdogs.textsafe import one_line
 
 LOG = logging.getLogger("watchdogs.status")
+PAGE = "report.html"
+"""watchdogs.report.refresh.PAGE, spelled out: status imports only what it shows."""
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -45,6 +47,8 @@ def status(args: argparse.Namespace) -> CommandResult:
         if store is not None:
             store.close()  # now, not at exit: the CLI may leave without the interpreter's teardown
     data["disabled_channels"], hidden = _disabled(config, set_aside)
+    page = config.scheduler.state_dir / PAGE
+    data["report"] = str(page) if page.exists() else None
     code, summary = _verdict(data)
     data["exit_code"] = code
     text = summary + "\n" + render(data, config.scheduler.heartbeat_stale)
@@ -132,6 +136,9 @@ def render(data: dict[str, Any], stale_after: float) -> str:
         lines.append(f"NOT RUN ({len(data['refused'])}; each line says why):")
         lines += [f"  {one_line(str(r['path']), 500)}: {one_line(r['reason'])}" for r in data["refused"]]
     lines.append("")
+    if data.get("report"):
+        lines.append(f"page: {data['report']} (open it in a browser; the scheduler rewrites it every minute, "
+                     "`watchdogs report` now)")
     lines.append(f"logs: runs in {data['logs']['runs']}/<item>/, scheduler in {data['logs']['scheduler']}/")
     return "\n".join(lines)
 

@@ -135,6 +135,11 @@ def run_instance(config_path: Path, *, chained: bool, stop: StopFlag, registry: 
         watch = startup.ConfigWatch(config.path, settings.state_dir, registry, say,
                                     lambda: list(sink.channels))
         periodic.append(Periodic(0.0, watch, "config watch"))
+        if state.problem is None:  # the page is read from and written to the state folder
+            from watchdogs.report.refresh import PageRefresher
+
+            periodic.append(Periodic(config.scheduler.tick, PageRefresher(config, state.store),
+                                     "status page"))
         if switch.enabled:
             def ping(_now: float) -> None:
                 switch.alive(_alive_body(instance, sink))
