@@ -100,7 +100,11 @@ def network_words(exc: BaseException, url: str, timeout: float | None = None) ->
         why = getattr(ssl_error, "verify_message", "") or "handshake failed"
         return f"cannot connect to {where}: TLS {why}"
     if "ProxyError" in names:
-        return f"cannot connect to {where} through the proxy: {_errno_words(chain) or 'proxy refused'}"
+        # The failing connection is the proxy's, not the target's: name it, or a tired reader
+        # goes looking at a server that was never reached.
+        proxy = _connected_to(chain)
+        return (f"cannot reach the proxy {proxy or ''} for {where}: "
+                f"{_errno_words(chain) or 'the proxy refused'}").replace("proxy  for", "proxy for")
     words = _errno_words(chain)
     if words:
         return f"cannot connect to {where}: {words}"
@@ -109,6 +113,16 @@ def network_words(exc: BaseException, url: str, timeout: float | None = None) ->
     if names & {"ChunkedEncodingError", "ProtocolError", "RemoteDisconnected", "IncompleteRead"}:
         return f"{where} closed the connection before answering in full"
     return f"request to {where} failed: {type(exc).__name__}"
+
+
+def _connected_to(chain: list[BaseException]) -> str:
+    """host:port of the connection urllib3 was making when it failed (its errors carry it)."""
+    for e in chain:
+        conn = getattr(e, "conn", None)
+        host, port = getattr(conn, "host", None), getattr(conn, "port", None)
+        if isinstance(host, str) and host:
+            return f"{host}:{port}" if port else host
+    return ""
 
 
 def _errno_words(chain: list[BaseException]) -> str:

@@ -172,10 +172,14 @@ def test_a_proxy_key_with_a_password_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_dead_proxy_is_a_transient_failure(tmp_path: Path, behind_proxy: OnlyThroughProxy) -> None:
-    notifier = webhook(tmp_path, behind_proxy.url, f'proxy = "http://127.0.0.1:{free_port()}"')
+    dead = free_port()
+    notifier = webhook(tmp_path, behind_proxy.url, f'proxy = "http://127.0.0.1:{dead}"')
     with pytest.raises(TransportError) as caught:
         notifier.notify(render(notifier))
-    assert not caught.value.permanent and "ProxyError" in caught.value.message
+    # The words name the proxy that refused, not the server that was never reached.
+    assert not caught.value.permanent
+    assert f"cannot reach the proxy 127.0.0.1:{dead} for 127.0.0.1:" in caught.value.message
+    assert "connection refused" in caught.value.message
     assert behind_proxy.seen == []
 
 
