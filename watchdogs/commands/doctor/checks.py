@@ -22,8 +22,8 @@ from watchdogs.fsprobe.mounts import MOUNTINFO, Mount, mount_of
 from watchdogs.result import Status
 from watchdogs.slurmctl.runner import SlurmRunner
 
-SUPPORTED = ((23, 11), (26, 5))
-"""The Slurm releases the watchdog is tested against (README)."""
+SUPPORTED = ((22, 5), (26, 5))
+"""The Slurm releases the watchdog is tested against (22.05, 24.11 and 26.05 in CI; README)."""
 NETWORK_FS = ("nfs", "nfs4", "lustre", "gpfs", "cifs", "smb3", "ceph", "glusterfs", "beegfs", "9p",
               "afs", "panfs", "wekafs", "fuse.sshfs", "fuse.glusterfs", "fuse.ceph", "fuse.beegfs")
 DOCS = "docs/doctor.md"
