@@ -197,7 +197,7 @@ class Health:
             self._lose(Cause.STRAGGLER)
         elif count >= self.cfg.straggler_windows:
             node = self.nodes[found.rank] if found.rank < len(self.nodes) else ""
-            self._judge(Cause.STRAGGLER, straggler_text(found, node, count), step, found.rank, node)
+            self._judge(Cause.STRAGGLER, straggler_text(found, node), step, found.rank, node)
 
     # ---- findings --------------------------------------------------------------------------
     def _judge(self, cause: Cause, text: str | None | bool, step: int, rank: int = -1,

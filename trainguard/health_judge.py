@@ -96,7 +96,7 @@ def straggler(compute: list[float], factor: float) -> Straggler | None:
     return worst
 
 
-def straggler_text(found: Straggler, node: str, windows: int) -> str:
+def straggler_text(found: Straggler, node: str) -> str:
     where = f" on {node}" if node else ""
     return (f"rank {found.rank}{where} takes {found.ratio:.1f}× the other ranks' median compute "
-            f"per step ({found.value:.3g} s vs {found.median:.3g} s) for {windows} readings")
+            f"per step ({found.value:.3g} s vs {found.median:.3g} s)")
