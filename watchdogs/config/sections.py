@@ -47,6 +47,9 @@ SCHEDULER = {
                                       "false: only plain pings (Uptime Kuma push)"),
     "mail_user": Option(string, default=None,
                         help="Slurm mails this address when the scheduler's own job fails"),
+    "metrics_dir": Option(path, default=None, exists=DIR_OR_NEW,
+                          help="node_exporter's textfile folder: watchdogs.prom is rewritten there "
+                               "each tick (Prometheus text format)"),
 }
 
 CRON = {
