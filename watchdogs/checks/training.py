@@ -137,7 +137,8 @@ def judge(beats: Sequence[Heartbeat], now: float, trend: str = "") -> CheckResul
 def _line(beat: Heartbeat, finding: Finding, beats: Sequence[Heartbeat], now: float) -> str:
     health = beat.health
     assert health is not None
-    where = f"rank {beat.rank} on {beat.host}: " if finding.rank < 0 and len(beats) > 1 else ""
+    where = (f"rank {beat.rank} on {beat.host}: " if finding.rank < 0 and (len(beats) > 1 or beat.rank > 0)
+             else "")
     lasted = format_duration(max(0.0, now - finding.since))
     if finding.kind == "nan_loss":
         action = health.action or "the policy lets the training go on"
