@@ -181,7 +181,9 @@ class Health:
 
     # ---- across ranks (the agreement carries every rank's compute per step) ----------------
     def compute_us(self) -> int:
-        return int(self.record.compute_time * 1e6)
+        """This rank's compute per step for the agreement; 0 (not judged) during warm-up,
+        whose first steps differ between ranks for reasons that pass (rank 0 asks Slurm)."""
+        return int(self.record.compute_time * 1e6) if self.baseline.warm else 0
 
     def peers(self, compute_us: list[int], step: int) -> None:
         """Every rank's latest compute per step, agreed: the same on every rank."""

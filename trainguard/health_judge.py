@@ -58,9 +58,13 @@ class Baseline:
         self.samples: list[float] = []
         self.value = 0.0
         self.low = 0
+        self.warm = False     # a window after warm-up has closed
 
     def add(self, rate: float, trained_for: float, unit: str) -> str | None:
-        if trained_for < self.warmup or rate <= 0 and not self.value:
+        if trained_for < self.warmup:
+            return None
+        self.warm = True
+        if rate <= 0 and not self.value:
             return None
         if not self.value:
             self.samples.append(rate)
