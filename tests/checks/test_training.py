@@ -14,6 +14,7 @@ from watchdogs.checks.training import METRICS
 from watchdogs.result import Status
 from watchdogs.state.store import StateStore
 
+
 def beats_dir(tmp_path: Path) -> Path:
     (tmp_path / "hb").mkdir(exist_ok=True)
     return tmp_path / "hb"
@@ -81,5 +82,6 @@ def test_no_records_is_ok_and_an_unreadable_record_does_not_hide_the_others(tmp_
     write_heartbeat(beats_dir(tmp_path), 1, 50, "train", health=TrainingHealth(findings=(data_bound,)))
     result = tick(config, store)[0]["learning"]
     assert result.status is Status.WARNING
-    assert result.summary.startswith("rank 1 on ") and "data loader: 70% of the training time" in result.summary
+    assert result.summary.startswith("rank 1 on ")
+    assert "data loader: 70% of the training time" in result.summary
     assert result.summary.endswith("(for 2 min 00 s)"), result.summary
