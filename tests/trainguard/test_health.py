@@ -164,3 +164,14 @@ def test_the_heartbeat_carries_the_health_record_as_json(tmp_path: Path) -> None
     data = json.loads((tmp_path / "hb" / "rank-0.json").read_text())
     assert data["health"]["loss"] == 1.25 and data["health"]["findings"] == []
     assert data["health"]["accelerator"].startswith("off: ")   # no GPU here, and it says so
+
+
+def test_the_idle_accelerator_check_is_off_here_and_says_why() -> None:
+    """No GPU on this machine and none faked: only the 'off' paths are tested."""
+    from trainguard.health_accel import Accelerator
+
+    assert Accelerator.open({}) == (None, "off: the job holds no GPU (CUDA_VISIBLE_DEVICES and "
+                                          "SLURM_JOB_GPUS unset)")
+    accel, why = Accelerator.open({"CUDA_VISIBLE_DEVICES": "0"})
+    assert accel is None
+    assert why in ("off: NVML not installed (pip install 'trainguard[nvml]')",) or why.startswith("off: NVML: ")
