@@ -7,42 +7,42 @@ PY := $(VENV)/bin/python
 # from fetching a multi-GB CUDA build for the `torch` extra and for the framework extras
 # (lightning, hf, accelerate), which all depend on torch.
 TORCH_PIN ?= torch==2.13.0
-# The checkout goes on sys.path as a plain path (setuptools' "compat" editable mode), not
-# through setuptools' import hook for flat layouts: that hook is imported by every Python
-# start in the venv and consults every import, ~20-30 ms of each `watchdogs status` and of
-# every probe child (benchmarks/cli_startup.py). Plain `-e` is the fallback should a future
-# setuptools drop the mode.
-EDITABLE = --config-settings editable_mode=compat
-DEV_EXTRAS = .[test,torch,lightning,hf,accelerate,hang]
+# Both distributions are installed editable from this checkout (hatchling): trainguard from
+# trainguard/pyproject.toml, slurm-watchdogs (which depends on it) from pyproject.toml. Each
+# puts the checkout on sys.path as one plain .pth line, with no import hook for every Python
+# start to load (benchmarks/cli_startup.py) and nothing alarming printed.
+PACKAGES = -e ./trainguard -e .
+TRAINGUARD_EXTRAS = ./trainguard[torch,lightning,hf,accelerate,hang]
+DEV_EXTRAS = .[test,docs]
 export WATCHDOGS_CLUSTER_DIR ?= /tmp/watchdogs-dev-cluster
 PYTEST_ARGS ?=
 
-.PHONY: install install-demo install-dev test demo cluster-up cluster-down cluster-status lint bench clean
+.PHONY: install install-demo install-dev test-tools test demo cluster-up cluster-down cluster-status lint docs dist bench clean
 
 # What a login node needs to run the watchdog: the project and its few dependencies, no torch.
 install: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml trainguard/pyproject.toml trainguard/_version.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e . $(EDITABLE) || $(PY) -m pip install -q -e .
+	$(PY) -m pip install -q $(PACKAGES)
 	touch $@
 
 # + the local mailbox (aiosmtpd) that `make demo` delivers to.
 install-demo: $(VENV)/.installed-demo
 
 $(VENV)/.installed-demo: $(VENV)/.installed
-	$(PY) -m pip install -q -e '.[demo]' $(EDITABLE) || $(PY) -m pip install -q -e '.[demo]'
+	$(PY) -m pip install -q -e ./trainguard -e '.[demo]'
 	touch $@
 
-# Everything the test suite, the linters and the benchmarks need: the test tools and the
-# CPU torch (pinned first), with the framework integrations trainguard is tested against.
+# Everything the test suite, the linters, the docs and the benchmarks need: the test and docs
+# tools and the CPU torch (pinned first), with the framework integrations trainguard is
+# tested against.
 install-dev: $(VENV)/.installed-dev
 
 $(VENV)/.installed-dev: $(VENV)/.installed
 	$(PY) -m pip install -q $(TORCH_PIN)
-	$(PY) -m pip install -q $(TORCH_PIN) -e '$(DEV_EXTRAS)' $(EDITABLE) || \
-	  $(PY) -m pip install -q $(TORCH_PIN) -e '$(DEV_EXTRAS)'
+	$(PY) -m pip install -q $(TORCH_PIN) -e '$(TRAINGUARD_EXTRAS)' -e '$(DEV_EXTRAS)'
 	# The real collector for the metrics textfile test (tests/scheduler/test_metrics.py).
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && ! command -v prometheus-node-exporter >/dev/null; then \
 	  apt-get install -y -q --no-install-recommends prometheus-node-exporter || \
@@ -58,11 +58,22 @@ cluster-down:
 cluster-status:
 	slurm/dev-cluster status
 
+# Debian programs the tests run for real: tinyproxy (the HTTP proxy the channels go through)
+# and msmtp (the email channel's sendmail program). Installed when missing and we are root.
+TEST_TOOLS = tinyproxy msmtp
+test-tools:
+	missing=""; for t in $(TEST_TOOLS); do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
+	if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  apt-get update -q >/dev/null; DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
+	elif [ -n "$$missing" ]; then echo "not installed:$$missing (their tests are skipped)"; fi
+
 # Brings the cluster up, runs the whole suite, and brings the cluster down whatever the result.
-test: install-dev
+# tests/suite.py runs it as users run the project: as the unprivileged user `wdtest` (made on
+# first use), then, as root, only the tests marked `root` (mounts, daemons, other users).
+test: install-dev test-tools
 	slurm/dev-cluster up
 	set -o pipefail; rc=0; \
-	SLURM_CONF=$(WATCHDOGS_CLUSTER_DIR)/slurm.conf $(PY) -m pytest $(PYTEST_ARGS) || rc=$$?; \
+	SLURM_CONF=$(WATCHDOGS_CLUSTER_DIR)/slurm.conf $(PY) tests/suite.py -- $(PYTEST_ARGS) || rc=$$?; \
 	slurm/dev-cluster down; exit $$rc
 
 # Installs, brings the cluster up, submits the scheduler with a demo config and drop-ins,
@@ -78,7 +89,7 @@ demo: install-demo
 # libfuse3 (installed here from Debian when missing and we are root).
 BENCHMARKS ?= $(filter-out benchmarks/_%,$(wildcard benchmarks/*.py))
 bench: install-dev
-	$(PY) -m pip install -q $(TORCH_PIN) -e '.[bench]' $(EDITABLE) || $(PY) -m pip install -q $(TORCH_PIN) -e '.[bench]'
+	$(PY) -m pip install -q $(TORCH_PIN) -e ./trainguard -e '.[bench]'
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && ! ldconfig -p | grep -q 'libfuse3\.so\.3 '; then \
 	  apt-get install -y -q libfuse3-3 || echo "libfuse3-3 not installed: the delayed-filesystem benchmark is skipped"; fi
 	slurm/dev-cluster up
@@ -87,10 +98,24 @@ bench: install-dev
 	$(PY) benchmarks/_table.py; \
 	if [ -n "$$failed" ]; then echo "failed:$$failed"; exit 1; fi
 
-# ruff, then mypy over the three packages (configuration in pyproject.toml).
+# ruff, then mypy over the three packages (configuration in pyproject.toml), then the
+# documentation site, strictly (a broken link or a page's error fails).
 lint: install-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
+# The documentation site (mkdocs.yml, docs/) into build/site; the configuration reference
+# is generated from the option declarations while it builds (docs/hooks/).
+docs: install-dev
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+# Both distributions, wheel and sdist each, into dist/, checked by twine.
+dist: install-dev
+	rm -rf dist trainguard/dist
+	$(PY) -m build --outdir dist .
+	$(PY) -m build --outdir dist trainguard
+	$(VENV)/bin/twine check --strict dist/*
 
 clean: cluster-down
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache dist build

@@ -70,6 +70,8 @@ class AppriseNotifier(Notifier):
         "urls_env": Option(string, default=None, help="variable holding secret Apprise URL(s)"),
         "urls_file": Option(path, default=None, help="file (0600) holding Apprise URLs, one a line"),
         "timeout": Option(timeout, default=10.0, help="bound on one delivery round"),
+        "proxy": Option(string, default=None, help="not supported: Apprise takes its proxy from "
+                                                   "https_proxy/http_proxy in the environment"),
     }
     secret_keys = (("urls_env", "urls_file"),)
 
@@ -82,6 +84,12 @@ class AppriseNotifier(Notifier):
     @classmethod
     def validate_options(cls, values: Mapping[str, Any]) -> list[tuple[str, Any, str]]:
         problems = secret_pair_problems(values, "urls_env", "urls_file")
+        if values["proxy"]:
+            # Apprise's plugins call requests themselves, with no proxy setting of their own;
+            # requests reads the environment, so that is where an Apprise proxy goes.
+            problems.append(("proxy", values["proxy"], "no proxy key: Apprise has no per-service proxy "
+                                                       "setting; set https_proxy/http_proxy (and no_proxy) "
+                                                       "in the scheduler's environment instead"))
         if not (values["urls"] or values["urls_env"] or values["urls_file"]):
             problems.append(("urls", None, "urls, urls_env or urls_file (URLs with tokens: "
                                            "never in the config)"))

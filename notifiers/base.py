@@ -78,6 +78,18 @@ class Notifier(Configured, ABC):
         """Where this channel delivers, for humans; never a secret."""
         return self.type_name
 
+    def endpoints(self) -> tuple[str, ...]:
+        """The URLs this channel connects to (`watchdogs doctor` checks they can be reached,
+        through `proxy` when the channel has one); () for a channel that stays on the host.
+        May read a secret (a URL with a token): SecretError."""
+        return ()
+
+    @property
+    def proxy(self) -> str | None:
+        """The channel's own `proxy` key (None: the environment decides, per URL)."""
+        value = self.opts.get("proxy")
+        return str(value) if value else None
+
     def send_budget(self) -> float:
         """Worst-case seconds one `notify` may take; the outbox leases an item this long."""
         timeout = self.opts.get("timeout")

@@ -1,5 +1,7 @@
 """`email`: stdlib smtplib/email. Plain SMTP, STARTTLS or SMTP over TLS, optional login;
-multipart text + HTML; several recipients in one SMTP transaction.
+multipart text + HTML; several recipients in one SMTP transaction. Or, with
+`transport = "sendmail"`, the host's sendmail program (notifiers/sendmail.py), for compute
+nodes with no SMTP server in reach but a site mail relay behind /usr/sbin/sendmail.
 
 The outbox key becomes the Message-ID, so a message re-sent after a crash in the window
 between the server's "250 OK" and our bookkeeping carries the same Message-ID as the first
@@ -18,7 +20,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from notifiers.base import Message, Notifier, TransportError
 from notifiers.common import secret_pair_problems
-from watchdogs.config.options import Option, boolean, integer, path, string, string_list, timeout
+from notifiers.sendmail import hand_over
+from watchdogs.config.options import Option, boolean, choice, integer, path, string, string_list, timeout
 from watchdogs.errors import SecretError
 
 if TYPE_CHECKING:
@@ -31,6 +34,10 @@ LOG = logging.getLogger("notifiers.email")
 class EmailNotifier(Notifier):
     type_name = "email"
     options: ClassVar[Mapping[str, Option]] = {
+        "transport": Option(choice("smtp", "sendmail"), default="smtp",
+                            help='"sendmail": hand the message to the sendmail program instead of SMTP'),
+        "sendmail": Option(path, default="/usr/sbin/sendmail",
+                           help="the sendmail program (transport = sendmail)"),
         "host": Option(string, default="localhost", help="SMTP server"),
         "port": Option(integer(0, 65535), default=0, help="0: 465 with ssl, 587 with starttls, else 25"),
         "sender": Option(string, required=True, help="From address"),
@@ -58,18 +65,32 @@ class EmailNotifier(Notifier):
         if has_password and not values["username"]:
             problems.append(("username", None, "a login name, since a password is configured"))
         problems += [("to", addr, "an email address") for addr in values["to"] if "@" not in addr]
+        if values["transport"] == "sendmail":
+            # The program's own configuration decides the relay, TLS and login.
+            problems += [(key, values[key], "no SMTP setting with transport = \"sendmail\" (the "
+                                            "program's own configuration chooses the relay)")
+                         for key in ("starttls", "ssl", "username", "port", "ca_file") if values[key]]
         return problems
+
+    @property
+    def uses_sendmail(self) -> bool:
+        return bool(self.opts["transport"] == "sendmail")
 
     @property
     def port(self) -> int:
         return self.opts["port"] or (465 if self.opts["ssl"] else 587 if self.opts["starttls"] else 25)
 
     def describe(self) -> str:
+        if self.uses_sendmail:
+            return f"email to {', '.join(self.opts['to'])} via {self.opts['sendmail']}"
         scheme = "smtps" if self.opts["ssl"] else "smtp"
         how = " with STARTTLS" if self.opts["starttls"] else ""
         login = f", login as {self.opts['username']}" if self.opts["username"] else ""
         return (f"email to {', '.join(self.opts['to'])} via {scheme}://{self.opts['host']}:{self.port}"
                 f"{how}{login}")
+
+    def endpoints(self) -> tuple[str, ...]:
+        return () if self.uses_sendmail else (f"smtp://{self.opts['host']}:{self.port}",)
 
     def render(self, batch: Batch, templates: Templates) -> Message:
         return templates.message(batch, self.type_name, html=self.opts["html"])
@@ -80,6 +101,10 @@ class EmailNotifier(Notifier):
         except SecretError as exc:
             raise TransportError(str(exc), permanent=True) from None
         mail = self.build(message)
+        if self.uses_sendmail:
+            hand_over(self.opts["sendmail"], mail.as_bytes(), self.opts["sender"], self.opts["to"],
+                      self.opts["timeout"])
+            return
         try:
             self._deliver(mail, password.reveal() if password else None)
         except smtplib.SMTPRecipientsRefused as exc:

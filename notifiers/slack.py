@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 from notifiers.base import Message, Notifier, TransportError
 from notifiers.common import http_failure, secret_pair_problems
+from notifiers.proxy import PROXY_OPTION, proxy_for
 from notifiers.secrets import Secret, private_logger
 from watchdogs.config.options import Option, duration, integer, path, string, timeout
 from watchdogs.errors import SecretError
@@ -66,6 +67,7 @@ class SlackNotifier(Notifier):
         "max_retries": Option(integer(0, 5), default=2, help="in-call retries on 429/connection errors"),
         "max_retry_wait": Option(duration, default=10.0, help="longer Retry-After waits go to the outbox"),
         "ca_file": Option(path, default=None),
+        "proxy": PROXY_OPTION,
         "limit": Option(integer(1, 200), default=30, help="events listed in one message"),
     }
     secret_keys = (("webhook_url_env", "webhook_url_file"), ("token_env", "token_file"))
@@ -131,9 +133,18 @@ class SlackNotifier(Notifier):
         except (SlackClientError, OSError, ValueError) as exc:
             raise TransportError(self.scrub(f"Slack: {type(exc).__name__}: {exc}")) from None
 
-    def _client_args(self) -> dict[str, Any]:
+    def endpoints(self) -> tuple[str, ...]:
+        if self.uses_token:
+            return (self._api_url(),)
+        return (self._webhook_url(self.secret("webhook_url_env", "webhook_url_file", "Slack webhook URL")),)
+
+    def _client_args(self, url: str) -> dict[str, Any]:
         ca = self.opts["ca_file"]
         return {"timeout": max(1, round(self.opts["timeout"])),
+                # slack_sdk would read $HTTPS_PROXY itself, also for an http:// base_url;
+                # proxy_for picks by the URL's scheme, as requests does (urllib's
+                # ProxyHandler then still skips hosts in no_proxy).
+                "proxy": proxy_for(url, self.proxy),
                 "ssl": ssl.create_default_context(cafile=str(ca)) if ca else None,
                 "logger": private_logger(f"notifiers.slack.{self.name}", self._secrets),
                 "retry_handlers": self._retry_handlers()}
@@ -143,8 +154,9 @@ class SlackNotifier(Notifier):
 
         return retry_handlers(self.opts["max_retries"], self.opts["max_retry_wait"])
 
-    def _webhook_url(self, secret: Secret) -> str:
+    def _webhook_url(self, secret: Secret | None) -> str:
         """The secret URL, or its path on `base_url` (an on-premise relay, or the tests)."""
+        assert secret is not None  # validate_options guarantees one way in
         url = secret.reveal()
         base = self.opts["base_url"]
         if not base:
@@ -155,8 +167,8 @@ class SlackNotifier(Notifier):
     def _post_webhook(self, message: Message, secret: Secret | None) -> None:
         from notifiers.slack_client import WebhookClient
 
-        assert secret is not None  # validate_options guarantees one way in
-        client = WebhookClient(self._webhook_url(secret), **self._client_args())
+        url = self._webhook_url(secret)
+        client = WebhookClient(url, **self._client_args(url))
         response = client.send(text=message.text, blocks=message.extra.get("blocks"))
         if response.status_code != 200:
             raise http_failure("Slack webhook", response.status_code, self.scrub(str(response.body)),
@@ -169,7 +181,8 @@ class SlackNotifier(Notifier):
         from notifiers.slack_client import WebClient
 
         assert secret is not None  # validate_options guarantees one way in
-        client = WebClient(token=secret.reveal(), base_url=self._api_url(), **self._client_args())
+        api = self._api_url()
+        client = WebClient(token=secret.reveal(), base_url=api, **self._client_args(api))
         client.chat_postMessage(
             channel=self.opts["channel"], text=message.text, blocks=message.extra.get("blocks"),
             metadata={"event_type": "watchdogs_alert",

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from notifiers.base import Message, Notifier, TransportError
 from notifiers.common import http_failure, secret_pair_problems
+from notifiers.proxy import PROXY_OPTION, requests_proxies
 from watchdogs.config.options import Option, integer, path, string, string_list, timeout
 from watchdogs.errors import SecretError
 
@@ -40,6 +41,7 @@ class SmsNotifier(Notifier):
         "timeout": Option(timeout, default=10.0),
         "max_length": Option(integer(20, 1600), default=320, help="characters per message"),
         "ca_file": Option(path, default=None),
+        "proxy": PROXY_OPTION,
     }
     secret_keys = (("auth_token_env", "auth_token_file"),)
 
@@ -54,6 +56,9 @@ class SmsNotifier(Notifier):
     def describe(self) -> str:
         return (f"SMS to {', '.join(self.opts['to'])} from {self.opts['from_number']} via "
                 f"{self.opts['base_url']} (account {self.opts['account_sid']})")
+
+    def endpoints(self) -> tuple[str, ...]:
+        return (self.opts["base_url"],)
 
     def send_budget(self) -> float:
         return len(self.opts["to"]) * self.opts["timeout"] * 2 + 5
@@ -92,7 +97,8 @@ class SmsNotifier(Notifier):
         try:
             reply = requests.post(url, data={"To": number, "From": self.opts["from_number"], "Body": body},
                                   auth=(self.opts["account_sid"], token), timeout=self.opts["timeout"],
-                                  verify=str(ca) if ca else True)
+                                  verify=str(ca) if ca else True,
+                                  proxies=requests_proxies(self.opts["proxy"]))
         except requests.RequestException as exc:
             raise TransportError(self.scrub(f"Twilio, to {number}: {type(exc).__name__}: {exc}")) from None
         if reply.status_code in (200, 201):

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from notifiers.base import Message, Notifier, TransportError
 from notifiers.common import http_failure, secret_pair_problems, string_map
+from notifiers.proxy import PROXY_OPTION, requests_proxies
 from notifiers.secrets import guard_logger
 from watchdogs import __version__
 from watchdogs.config.options import Option, integer, path, string, timeout
@@ -36,6 +37,7 @@ class WebhookNotifier(Notifier):
         "auth_scheme": Option(string, default="Bearer", help='"raw" sends the token alone'),
         "timeout": Option(timeout, default=10.0),
         "ca_file": Option(path, default=None),
+        "proxy": PROXY_OPTION,
         "limit": Option(integer(1, 10000), default=50, help="events listed in the text"),
     }
     secret_keys = (("url_env", "url_file"), ("token_env", "token_file"))
@@ -55,6 +57,10 @@ class WebhookNotifier(Notifier):
         where = self.opts["url"] or (f"URL from ${self.opts['url_env']}" if self.opts["url_env"]
                                      else f"URL from {self.opts['url_file']}")
         return f"JSON POST to {where}"
+
+    def endpoints(self) -> tuple[str, ...]:
+        secret_url = self.secret("url_env", "url_file", "webhook URL")
+        return (secret_url.reveal() if secret_url else self.opts["url"],)
 
     def render(self, batch: Batch, templates: Templates) -> Message:
         plain = templates.message(batch, self.type_name, limit=self.opts["limit"])
@@ -80,7 +86,8 @@ class WebhookNotifier(Notifier):
 
         try:
             reply = requests.post(url, json=self.payload(message), headers=headers,
-                                  timeout=self.opts["timeout"], verify=str(ca) if ca else True)
+                                  timeout=self.opts["timeout"], verify=str(ca) if ca else True,
+                                  proxies=requests_proxies(self.opts["proxy"]))
         except requests.RequestException as exc:
             raise TransportError(self.scrub(f"webhook: {type(exc).__name__}: {exc}")) from None
         if not 200 <= reply.status_code < 300:

@@ -37,6 +37,9 @@ def slurm_cluster() -> Iterator[Path]:
     conf = _cluster_dir() / "slurm.conf"
     status = subprocess.run([sys.executable, str(DEV_CLUSTER), "status"], capture_output=True)
     started_here = status.returncode != 0
+    if started_here and os.geteuid() != 0:
+        pytest.fail(f"the dev cluster in {_cluster_dir()} is down, and only root can start its "
+                    "daemons: run `slurm/dev-cluster up` as root (make test does)", pytrace=False)
     if started_here:
         subprocess.run([sys.executable, str(DEV_CLUSTER), "up"], check=True, stdout=subprocess.DEVNULL)
     old = os.environ.get("SLURM_CONF")
@@ -48,3 +51,14 @@ def slurm_cluster() -> Iterator[Path]:
         os.environ["SLURM_CONF"] = old
     if started_here:
         subprocess.run([sys.executable, str(DEV_CLUSTER), "down"], check=False)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `root` run only in the suite's root pass (tests/suite.py); started as an
+    ordinary user they are skipped, saying why, instead of failing on a mount."""
+    if os.geteuid() == 0:
+        return
+    skip = pytest.mark.skip(reason="needs root: runs in the root pass of tests/suite.py")
+    for item in items:
+        if item.get_closest_marker("root") is not None:
+            item.add_marker(skip)

@@ -1,9 +1,13 @@
 """Small helpers shared by the tests: run a command, wait for a condition, Slurm look-ups."""
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import TypeVar
 
 from watchdogs.slurmctl.runner import run_slurm
@@ -46,3 +50,36 @@ def accounted(job_id: str) -> bool:
     """Accounting (slurmdbd) has recorded the job's end: sacct lags slurmctld by a moment."""
     record = run_sacct([job_id], 30.0, None, run_slurm).get(job_id)
     return record is not None and record.finished
+
+
+PRIVILEGED = Path(__file__).resolve().parent / "privileged.py"
+
+
+def privileged(*args: str) -> None:
+    """Run tests/privileged.py as root: directly when the suite runs as root, else through the
+    sudo rule tests/suite.py writes for the test user (mounts, stopping a node's slurmd)."""
+    argv = [sys.executable, str(PRIVILEGED), *args]
+    if os.geteuid() != 0:
+        argv = ["sudo", "-n", *argv]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"privileged {' '.join(args)} failed: {(done.stderr or done.stdout).strip()}")
+
+
+def admin_scontrol(*args: str) -> None:
+    """`scontrol ARGS` as the cluster's administrator (drain/resume a node, a reservation):
+    what a site's admins do to a user's jobs, which the user cannot."""
+    privileged("scontrol", str(Path(os.environ["SLURM_CONF"]).parent), *args)
+
+
+@contextmanager
+def tmpfs(point: Path, size: str, inodes: int | None = None, read_only: bool = False) -> Iterator[Path]:
+    """A real tmpfs at `point`, owned by the user running the test, unmounted afterwards."""
+    point.mkdir(parents=True, exist_ok=True)
+    extra = ["--inodes", str(inodes)] if inodes is not None else []
+    extra += ["--read-only"] if read_only else []
+    privileged("mount-tmpfs", str(point), size, *extra)
+    try:
+        yield point
+    finally:
+        privileged("umount", str(point))

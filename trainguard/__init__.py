@@ -16,6 +16,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from trainguard._version import __version__ as __version__  # the one version source
+
 if TYPE_CHECKING:
     from trainguard.causes import (
         DEFAULT_ACTIONS,
@@ -55,7 +57,6 @@ _EXPORTS = {
     **dict.fromkeys(("Heartbeat", "read_heartbeats", "write_heartbeat"), "heartbeat"),
 }
 
-__version__ = "0.1.0"
 __all__ = [
     "DEFAULT_ACTIONS", "END_AT_ONCE", "EXIT_CANNOT_SAVE", "EXIT_NO_PROGRESS", "EXIT_REQUEUE",
     "REPORT_ONLY", "REQUEUE_WITHOUT_SAVE", "SAVE_AND_CONTINUE",

@@ -29,19 +29,19 @@ class GuardConfig:
     keep: int = 2                            # complete checkpoints kept (never fewer than 2)
     scratch_dir: Path | None = None          # e.g. $SLURM_TMPDIR: save here, copy to shared at exit
     # --- signals ---
-    signals: tuple[signal.Signals, ...] = DEFAULT_SIGNALS
+    signals: tuple[signal.Signals, ...] = DEFAULT_SIGNALS  # caught; add USR2 where NCCL swallows USR1
     forced_exit: float | None = None         # s after a stop cause; None: from the time left; 0: off
     # --- deadline ---
     exit_after: float | None = None          # s from start(); the job's EndTime is used as well
-    use_slurm_endtime: bool = True
+    use_slurm_endtime: bool = True           # read the job's EndTime at start and re-read it (rank 0)
     endtime_every: float = 30.0              # s between EndTime re-reads (keep < GraceTime)
     warning_lead: float = 120.0              # a USR1 this close to EndTime is the time-limit warning
     save_estimate: float = 30.0              # s, until the first save has been timed
     safety_margin: float = 10.0              # s, on top of the longest recent step + save time
     step_window: float = 300.0               # s over which "the longest recent step" is kept
     # --- files ---
-    kill_switch: Path | None = None
-    save_switch: Path | None = None
+    kill_switch: Path | None = None          # exists (even a dangling symlink): save, exit 0, no requeue
+    save_switch: Path | None = None          # exists: save, remove it, continue
     stop_file: Path | None = None            # written by the batch script's trap
     pid_file: Path | None = None             # each process appends its PID (for the trap)
     exit_file: Path | None = None            # rank 0 writes its exit code (torchrun reports only 1)
@@ -50,27 +50,27 @@ class GuardConfig:
     max_rss: int | None = None               # bytes of this process's RSS
     min_available: int | None = None         # bytes of system available memory
     min_gpu_free: int | None = None          # bytes free on the current CUDA device
-    memory_every: float = 5.0
+    memory_every: float = 5.0                # s between memory readings
     # --- heartbeat ---
-    heartbeat_dir: Path | None = None
-    heartbeat_every: float = 30.0
+    heartbeat_dir: Path | None = None        # per-rank records for the log_stale check
+    heartbeat_every: float = 30.0            # s between records; a phase change is written at once
     # --- agreement and requeue ---
     sync_every: int = 10                     # steps to the first agreement (all_reduce), same on all ranks
     sync_interval: float = 1.0               # s between agreements after it (0: every sync_every steps)
-    max_restarts_without_progress: int = 3
+    max_restarts_without_progress: int = 3   # requeue-loop protection
     self_requeue: bool = False               # call `scontrol requeue` itself (no batch script template)
     fast_exit: bool = True                   # skip the interpreter's finalisation after a guard exit
-    policy: Policy = field(default_factory=Policy)
+    policy: Policy = field(default_factory=Policy)  # cause -> action; config.with_policy({...})
     # --- hangs (trainguard.hang): a step budget learned from the step times ---
-    hang_detect: bool = True
+    hang_detect: bool = True                 # the progress watchdog thread (no work on the hot path)
     hang_floor: float = 300.0                # s, the budget's lower bound
     hang_ceiling: float = 3600.0             # s, its upper bound
     hang_multiple: float = 10.0              # x the step times' percentile below
-    hang_percentile: float = 99.0
+    hang_percentile: float = 99.0            # of the observed step times
     hang_first_step: float | None = None     # s before a step time is known; None: the ceiling
     hang_saving: float = 3600.0              # s, the budgets of declared phases
-    hang_eval: float = 3600.0
-    hang_data_loading: float = 1800.0
+    hang_eval: float = 3600.0                # s, guard.phase("eval")
+    hang_data_loading: float = 1800.0        # s, guard.phase("data_loading")
     hang_grace: float = 5.0                  # s between the hang report and the exit
     hang_report_dir: Path | None = None      # None: heartbeat_dir, else checkpoint_dir
     hang_native_stacks: bool = True          # also `py-spy dump --native` when installed

@@ -12,7 +12,6 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from watchdogs import __version__
 from watchdogs.commands import COMMANDS
 
 if TYPE_CHECKING:
@@ -110,6 +109,29 @@ def spelled_out_before(words: Sequence[str], command: str) -> bool:
     return False
 
 
+def version_text() -> str:
+    """`watchdogs 0.1.0 (trainguard 0.1.0)`: the installed distribution's version (its
+    metadata), else the checkout's, and the trainguard that is imported, which a login node
+    may have at another patch level. Looked up only when asked."""
+    from importlib import metadata
+
+    import trainguard
+    from watchdogs import DISTRIBUTION
+
+    try:
+        mine = metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        mine = trainguard.__version__
+    return f"watchdogs {mine} (trainguard {trainguard.__version__})"
+
+
+class _Version(argparse.Action):
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        print(version_text())  # stdout, as argparse's own version action
+        parser.exit()
+
+
 def build_parser(command: str | None = None, others: bool = True) -> argparse.ArgumentParser:
     """Every command is listed; only `command`'s module is imported to add its own options
     (the others are placeholders with their one-line help). `others=False` leaves the
@@ -117,7 +139,8 @@ def build_parser(command: str | None = None, others: bool = True) -> argparse.Ar
     placeholder is a whole parser (about 3 ms for the nine of them)."""
     parser = _Parser(prog="watchdogs", description=DESCRIPTION, epilog=EPILOG,
                      formatter_class=_RawDescriptionFormatter)
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--version", action=_Version, nargs=0,
+                        help="show the installed slurm-watchdogs and trainguard versions and exit")
     _add_global_options(parser, defaults=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     module = COMMANDS[command].module if command in COMMANDS else None

@@ -2,6 +2,7 @@
 of every output of a real `run --once` / `status --json` / `alerts --json` / `notify-test`."""
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import subprocess
@@ -57,9 +58,9 @@ def test_ack_stops_reminders_and_alerts_shows_who_acked(tmp_path: Path) -> None:
     assert len(lines(tmp_path, "log")) == 1
     shown = json.loads(cli(tmp_path, "--json", "alerts").stdout)
     assert [(a["item"], a["status"], a["acked_by"]) for a in shown["open"]] == [
-        ("train-job", "CRITICAL", "root")]
+        ("train-job", "CRITICAL", getpass.getuser())]
     text = cli(tmp_path, "alerts").stdout
-    assert "CRITICAL train-job" in text and "acked by root" in text
+    assert "CRITICAL train-job" in text and f"acked by {getpass.getuser()}" in text
 
 
 def test_ack_with_nothing_open_and_a_bad_duration_are_clear_errors(tmp_path: Path) -> None:

@@ -3,19 +3,18 @@ whose server never answers. Every stat/statvfs/open under it blocks in the kerne
 exactly like a dead NFS or Lustre mount, until the mount is torn down."""
 from __future__ import annotations
 
-import ctypes
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-MNT_DETACH = 2
+from tests.helpers import PRIVILEGED
 
 
 def fuse_available() -> str | None:
     """None when a hung mount can be made here; else why not."""
-    if os.geteuid() != 0:
-        return "needs root to mount"
     if not Path("/dev/fuse").exists():
         return "no /dev/fuse"
     return None
@@ -23,18 +22,18 @@ def fuse_available() -> str | None:
 
 @contextmanager
 def hung_mount(mount_point: Path) -> Iterator[Path]:
-    libc = ctypes.CDLL(None, use_errno=True)
+    """A FUSE mount whose server never answers, made by root (tests/privileged.py) for the
+    test user; closing the helper's stdin detaches it and fails every blocked access."""
     mount_point.mkdir(parents=True, exist_ok=True)
-    fd = os.open("/dev/fuse", os.O_RDWR)
-    options = f"fd={fd},rootmode=40000,user_id=0,group_id=0".encode()
-    if libc.mount(b"wdtest-hung", str(mount_point).encode(), b"fuse.wdtest", 0, options) != 0:
-        errno = ctypes.get_errno()
-        os.close(fd)
-        raise OSError(errno, f"mount fuse: {os.strerror(errno)}", str(mount_point))
+    argv = [sys.executable, str(PRIVILEGED), "hung-mount", str(mount_point)]
+    if os.geteuid() != 0:
+        argv = ["sudo", "-n", *argv]
+    holder = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert holder.stdin is not None and holder.stdout is not None
     try:
+        if holder.stdout.readline().strip() != "ready":
+            raise OSError(f"hung mount on {mount_point} was not made (exit {holder.wait()})")
         yield mount_point
     finally:
-        # Detach, then close the device: the kernel aborts the connection and every
-        # process blocked on the mount gets an error and can finish.
-        libc.umount2(str(mount_point).encode(), MNT_DETACH)
-        os.close(fd)
+        holder.stdin.close()
+        holder.wait(timeout=30)

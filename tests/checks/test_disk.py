@@ -16,6 +16,7 @@ import pytest
 
 from tests.checks.conftest import tick, write_config
 from tests.checks.hung_mount import fuse_available, hung_mount
+from tests.helpers import tmpfs
 from watchdogs.result import CheckResult, Status
 from watchdogs.state.store import StateStore
 
@@ -24,16 +25,10 @@ MiB = 1024 * 1024
 
 @pytest.fixture
 def small_fs(tmp_path: Path) -> Iterator[Path]:
-    """A real 4 MiB tmpfs with 200 inodes, mounted for this test only."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root to mount a tmpfs")
-    mnt = tmp_path / "fs"
-    mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m,nr_inodes=200", "wdtest", str(mnt)], check=True)
-    try:
+    """A real 4 MiB tmpfs with 200 inodes, mounted for this test only (by root, through
+    tests/privileged.py; owned and filled by the test user)."""
+    with tmpfs(tmp_path / "fs", "4m", inodes=200) as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 def fill(path: Path, size: int) -> None:

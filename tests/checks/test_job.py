@@ -3,6 +3,7 @@ the last state, Slurm unreachable, a Unix group of two users, one squeue for man
 and resubmission with its crash-loop limit."""
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import stat
@@ -127,6 +128,8 @@ def team() -> tuple[str, str, str]:
     subprocess.run(["groupdel", group], check=False, capture_output=True)
 
 
+# root: creates users and submits jobs as them (sbatch --uid)
+@pytest.mark.root
 def test_group_matches_jobs_of_every_member(tmp_path: Path, store: StateStore, jobs: Jobs,
                                             team: tuple[str, str, str]) -> None:
     group, listed, primary = team
@@ -153,7 +156,7 @@ def test_twenty_checks_share_one_squeue_call(tmp_path: Path, store: StateStore, 
     results = tick(config, store, env={"PATH": f"{shim}:{os.environ['PATH']}"})[0]
     calls = log.read_text().splitlines()
     assert len(calls) == 1
-    assert "--name=" in calls[0] and "--user=root" in calls[0]
+    assert "--name=" in calls[0] and f"--user={getpass.getuser()}" in calls[0]
     assert results["c0"].status is Status.WARNING
     assert sum(r.status is Status.CRITICAL for r in results.values()) == 19
 

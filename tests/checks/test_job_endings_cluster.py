@@ -6,11 +6,10 @@ The slow endings (the time limit takes 60-90 s, a node failure ~30 s) are all su
 the module starts, so their waits overlap with each other and with the quick tests."""
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import re
-import subprocess
-import sys
 import textwrap
 import time
 from collections.abc import Iterator
@@ -22,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.checks.conftest import tick, write_config
-from tests.helpers import accounted, job_state, sh, wait_for
+from tests.helpers import accounted, job_state, privileged, sh, wait_for
 from tests.notifiers.fakes import SmtpServer
 from watchdogs.alerts import build_sink
 from watchdogs.result import Status
@@ -30,7 +29,6 @@ from watchdogs.sink import ItemOutcome
 from watchdogs.state.store import StateStore
 
 pytestmark = pytest.mark.slurm
-DEV_CLUSTER = Path(__file__).resolve().parents[2] / "slurm" / "dev-cluster"
 HOG = ("import time\nblocks = []\nfor _ in range(100):\n"
        "    blocks.append(bytearray(20 * 2**20)); time.sleep(0.05)\nprint('survived')\n")
 SECRET = "hf_" + "s3cr3t" * 5
@@ -47,8 +45,9 @@ def submit(name: str, *args: str, wrap: str) -> str:
     return sh("sbatch", "--parsable", f"--job-name={name}", *args, "--wrap", wrap).strip().split(";")[0]
 
 
-def dev_cluster(*args: str) -> None:
-    subprocess.run([sys.executable, str(DEV_CLUSTER), *args], check=True, capture_output=True)
+def dev_cluster(command: str, node: str) -> None:
+    """Stop or start a node's slurmd: root's daemon, so through tests/privileged.py."""
+    privileged(command, str(Path(os.environ["SLURM_CONF"]).parent), node)
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +116,7 @@ def test_a_cancel_by_the_owner_says_who_and_is_not_resubmitted(
     wait_for(lambda: accounted(job), timeout=60, what="accounting has the cancel")
     cfg = write_config(tmp_path, config(tmp_path, name, resubmit=script(tmp_path)))
     result = tick(cfg, store)[0]["train"]
-    assert f"{name} (job {job}) was cancelled by root (its owner) after " in result.summary
+    assert f"{name} (job {job}) was cancelled by {getpass.getuser()} (its owner) after " in result.summary
     assert "Not resubmitted: it was cancelled by its owner" in result.summary
     assert queued_named(name) == []
 

@@ -3,6 +3,8 @@ fingerprint stays the same while the set of bad nodes does), resumed -> OK; capa
 min_available; a node going bad again and again; the nodes of a watched job."""
 from __future__ import annotations
 
+import contextlib
+import getpass
 import json
 import os
 import stat
@@ -13,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.checks.conftest import Jobs, tick, unreachable_conf, write_config
-from tests.helpers import job_state, sh, wait_for
+from tests.helpers import admin_scontrol, job_state, sh, wait_for
 from watchdogs.result import Status
 from watchdogs.state.store import StateStore
 
@@ -30,10 +32,11 @@ class Nodes:
 
     def drain(self, node: str, reason: str) -> None:
         self.touched.add(node)
-        sh("scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}")
+        admin_scontrol("update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}")
 
     def resume(self, node: str) -> None:
-        sh("scontrol", "update", f"NodeName={node}", "State=RESUME", check=False)
+        with contextlib.suppress(RuntimeError):
+            admin_scontrol("update", f"NodeName={node}", "State=RESUME")
         wait_for(lambda: node_state(node) in ("idle", "mixed", "allocated"), what=f"{node} back")
 
 
@@ -129,8 +132,8 @@ def test_many_nodes_checks_share_one_sinfo_call(tmp_path: Path, store: StateStor
 
 def test_only_the_nodes_of_a_reservation_count(tmp_path: Path, store: StateStore, nodes: Nodes) -> None:
     name = f"wdtest-{tmp_path.name[-8:]}"
-    sh("scontrol", "create", "reservation", f"ReservationName={name}", "StartTime=now", "Duration=10",
-       "Nodes=node3", "Users=root")
+    admin_scontrol("create", "reservation", f"ReservationName={name}", "StartTime=now", "Duration=10",
+                   "Nodes=node3", f"Users={getpass.getuser()}")
     try:
         config = write_config(tmp_path, config_for(tmp_path, reservation=name))
         nodes.drain("node1", "outside the reservation")
@@ -141,4 +144,5 @@ def test_only_the_nodes_of_a_reservation_count(tmp_path: Path, store: StateStore
         missing = write_config(tmp_path, config_for(tmp_path, reservation="no-such-reservation"))
         assert tick(missing, store)[0]["nodes"].status is Status.UNKNOWN
     finally:
-        sh("scontrol", "delete", f"ReservationName={name}", check=False)
+        with contextlib.suppress(RuntimeError):
+            admin_scontrol("delete", f"ReservationName={name}")

@@ -3,8 +3,8 @@ worker count, a mount point inside the tree, hard links across walkers, and a re
 FUSE mount inside the tree and as the root."""
 from __future__ import annotations
 
+import contextlib
 import os
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +13,7 @@ import pytest
 
 from tests.checks.hung_mount import fuse_available, hung_mount
 from tests.checks.test_disk import du, make_tree, run_disk
+from tests.helpers import tmpfs
 from watchdogs.fsprobe.scan import scan_tree
 from watchdogs.result import Status
 from watchdogs.state.store import StateStore
@@ -75,19 +76,13 @@ def test_relative_root_and_names_like_find_operators(tmp_path: Path, monkeypatch
 @pytest.fixture
 def tree_with_mount(tmp_path: Path) -> Iterator[Path]:
     """A tree with a real tmpfs mounted two levels down and one at the top, both filled."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root to mount a tmpfs")
     wide_tree(tmp_path / "tree")
     points = [tmp_path / "tree" / "top3" / "a" / "mnt", tmp_path / "tree" / "mnt-top"]
-    for point in points:
-        point.mkdir()
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "wdtest", str(point)], check=True)
-        (point / "inside").write_bytes(b"m" * 200_000)
-    try:
-        yield tmp_path / "tree"
-    finally:
+    with contextlib.ExitStack() as mounts:
         for point in points:
-            subprocess.run(["umount", "-l", str(point)], check=False)
+            mounts.enter_context(tmpfs(point, "4m"))
+            (point / "inside").write_bytes(b"m" * 200_000)
+        yield tmp_path / "tree"
 
 
 @pytest.mark.parametrize("workers", [1, 2])

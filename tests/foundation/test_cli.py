@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -44,7 +45,10 @@ def test_missing_config_is_one_clear_line_not_a_traceback(tmp_path: Path) -> Non
 
 
 def test_the_example_config_shipped_in_the_repo_is_valid(tmp_path: Path) -> None:
-    example = Path(__file__).resolve().parents[2] / "watchdogs.example.toml"
+    """As a user's own clone holds it: the example beside its cron.d, in a folder they own."""
+    repo = Path(__file__).resolve().parents[2]
+    shutil.copytree(repo / "cron.d", tmp_path / "cron.d")
+    example = Path(shutil.copy(repo / "watchdogs.example.toml", tmp_path / "watchdogs.example.toml"))
     proc = run_cli("--config", str(example), "validate", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import sh, wait_for
+from tests.helpers import admin_scontrol, sh, wait_for
 
 pytestmark = pytest.mark.slurm
 
@@ -22,10 +22,10 @@ def test_a_submitted_job_is_queued_runs_and_completes(slurm_cluster: Path, tmp_p
 
 
 def test_a_drained_node_shows_in_sinfo_with_its_reason(slurm_cluster: Path) -> None:
-    sh("scontrol", "update", "NodeName=node2", "State=DRAIN", "Reason=bad gpu")
+    admin_scontrol("update", "NodeName=node2", "State=DRAIN", "Reason=bad gpu")
     try:
         line = wait_for(lambda: sh("sinfo", "-h", "-R", "-o", "%N|%E|%T").strip())
         assert "node2|bad gpu|drained" in line
     finally:
-        sh("scontrol", "update", "NodeName=node2", "State=RESUME")
+        admin_scontrol("update", "NodeName=node2", "State=RESUME")
     wait_for(lambda: "node2" not in sh("sinfo", "-h", "-R", "-o", "%N"))

@@ -1,5 +1,6 @@
-"""The README shows only what exists: each `watchdogs <command>` it shows is a command, each
-`make <target>` a Makefile target, and each ```toml block a config that validates.
+"""The README and every page of the docs site show only what exists: each `watchdogs <command>`
+they show is a command, each `make <target>` a Makefile target, and each ```toml block a
+config that validates. The README stays a front page: at most 20 KB.
 
 A ```toml block validates as it stands, after a minimal base is added for what it leaves
 out (a state_dir, a channel). A block that is deliberately a fragment says so in an HTML
@@ -26,6 +27,10 @@ else:
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+# Every page a user reads: the README, trainguard's (its PyPI page) and the site's Markdown
+# (docs/hooks holds code).
+PAGES = [README, ROOT / "trainguard" / "README.md",
+         *sorted(p for p in (ROOT / "docs").rglob("*.md") if "hooks" not in p.parts)]
 
 
 @dataclass(frozen=True)
@@ -90,17 +95,23 @@ def test_the_readme_shows_commands_and_make_targets() -> None:
     assert {"demo", "test", "install"} <= set(_MAKE.findall(code_text(text)))
 
 
-def test_every_watchdogs_command_the_readme_shows_exists() -> None:
-    missing = readme_commands(README.read_text()) - subcommands()
-    assert missing == set(), f"README shows `watchdogs {sorted(missing)}`, not commands of the CLI"
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
+def test_every_watchdogs_command_a_page_shows_exists(page: Path) -> None:
+    missing = readme_commands(page.read_text()) - subcommands()
+    assert missing == set(), f"{page.name} shows `watchdogs {sorted(missing)}`, not commands of the CLI"
+
+
+def test_the_readme_is_a_front_page_of_at_most_20_kb() -> None:
+    assert len(README.read_bytes()) <= 20 * 1024
 
 
 def test_a_made_up_command_would_be_caught() -> None:
     assert readme_commands("run `watchdogs frobnicate --now`\n") - subcommands() == {"frobnicate"}
 
 
-def test_every_make_target_the_readme_shows_exists() -> None:
-    shown = set(_MAKE.findall(code_text(README.read_text())))
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
+def test_every_make_target_a_page_shows_exists(page: Path) -> None:
+    shown = set(_MAKE.findall(code_text(page.read_text())))
     assert shown - make_targets() == set()
 
 
@@ -115,11 +126,12 @@ def base_for(snippet: str, tmp_path: Path) -> str:
     return "\n".join(base)
 
 
-TOML_BLOCKS = [b for b in blocks(README.read_text()) if b.lang == "toml"]
+TOML_BLOCKS = [(page.relative_to(ROOT), b) for page in PAGES for b in blocks(page.read_text())
+               if b.lang == "toml"]
 
 
-@pytest.mark.parametrize("block", TOML_BLOCKS, ids=[f"README.md:{b.line}" for b in TOML_BLOCKS])
-def test_every_toml_snippet_in_the_readme_validates(block: Block, tmp_path: Path,
+@pytest.mark.parametrize(("page", "block"), TOML_BLOCKS, ids=[f"{p}:{b.line}" for p, b in TOML_BLOCKS])
+def test_every_toml_snippet_on_every_page_validates(page: Path, block: Block, tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     tomllib.loads(block.text)  # every block parses, fragments included
     if block.partial:
@@ -135,7 +147,7 @@ def test_every_toml_snippet_in_the_readme_validates(block: Block, tmp_path: Path
     try:
         load_config(config)
     except ConfigError as exc:
-        pytest.fail(f"README.md:{block.line}: the ```toml block does not validate "
+        pytest.fail(f"{page}:{block.line}: the ```toml block does not validate "
                     f"(mark a deliberate fragment with <!-- partial: why -->):\n{exc}")
 
 

@@ -3,7 +3,6 @@ SMTP server (aiosmtpd), a local HTTP server standing for healthchecks.io, and a 
 tmpfs to fill with dd."""
 from __future__ import annotations
 
-import shutil
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -11,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import tmpfs as helpers_tmpfs
 from tests.notifiers.fakes import FakeHTTP, SmtpServer
 from tests.scheduler.conftest import Site
 from tests.scheduler.conftest import site as site
@@ -41,19 +41,9 @@ def hc() -> Iterator[FakeHTTP]:
 
 @pytest.fixture
 def tmpfs(tmp_path: Path) -> Iterator[Path]:
-    """A real 2 MiB tmpfs (needs root, as the dev cluster does)."""
-    if shutil.which("mount") is None:
-        pytest.skip("no mount command")
-    point = tmp_path / "scratch"
-    point.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", str(point)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    try:
+    """A real 2 MiB tmpfs, mounted by root (tests/privileged.py) and owned by the test user."""
+    with helpers_tmpfs(tmp_path / "scratch", "2m") as point:
         yield point
-    finally:
-        subprocess.run(["umount", "-l", str(point)], check=False)
 
 
 def fill(folder: Path) -> Path:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.helpers import tmpfs
 from tests.trainguard.guards import Training, run_steps
 from tests.trainguard.support import ManualClock
 from trainguard import EXIT_CANNOT_SAVE, Cause
@@ -79,17 +79,9 @@ def test_a_dangling_kill_switch_at_start_up_means_no_training(make_guard: Any, t
 
 @pytest.fixture
 def read_only_dir(tmp_path: Path) -> Iterator[Path]:
-    """A real read-only filesystem (root can write into a chmod 0500 folder, not into this)."""
-    mount = tmp_path / "ro"
-    mount.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(mount)],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a read-only tmpfs here: {proc.stderr.strip()}")
-    try:
+    """A real read-only filesystem: nobody, the owner included, can write into it."""
+    with tmpfs(tmp_path / "ro", "1m", read_only=True) as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", str(mount)], check=True)
 
 
 @pytest.fixture(params=["read-only filesystem", "a file in the way"])

@@ -40,10 +40,10 @@ class NodesCheck(WatchesLinkedJob, Check):
         "partition": Option(string_list, help="only nodes of these partitions (default: all)"),
         "job": Option(string, help="or only the nodes of the running job of this `job` check"),
         "reservation": Option(string, help="or only the nodes of this reservation"),
-        "min_available": Option(limit(count), help='nodes (or "50%") that must stay usable'),
+        "min_available": Option(limit(count), help='nodes (or "50%") that must stay usable; fewer: CRITICAL'),
         "flapping": Option(integer(2), default=3, help="went bad this often within "
                                                        "flapping_window: called out"),
-        "flapping_window": Option(duration, default=7 * 86400.0),
+        "flapping_window": Option(duration, default=7 * 86400.0, help="how far back flapping is counted"),
     }
     references: ClassVar[Mapping[str, str]] = {"job": "job"}
 

@@ -18,6 +18,8 @@ class Command(NamedTuple):
 COMMANDS: dict[str, Command] = {
     "ack": Command("silence", "acknowledge open alerts: no reminders until their status changes"),
     "alerts": Command("alerts", "open alerts, undelivered messages and failing channels"),
+    "doctor": Command("doctor", "will this work here? config, Slurm, accounting, state folder, "
+                                "every channel's reachability"),
     "notify-test": Command("channel_test", "send a test message through one channel"),
     "run": Command("run", "run the scheduler: built-in checks and cron.d drop-ins"),
     "silence": Command("silence", "mute the alerts of a check or drop-in (or a glob) for a while"),

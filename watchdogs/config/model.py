@@ -26,6 +26,7 @@ class SchedulerSettings:
     job_name: str
     heartbeat_stale: float
     heartbeat_url: str | None = None
+    heartbeat_proxy: str | None = None
     heartbeat_every: float = 300.0
     heartbeat_suffixes: bool = True
     mail_user: str | None = None

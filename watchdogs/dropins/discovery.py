@@ -83,10 +83,11 @@ def _scan_folder(folder: Path, schedule: Schedule, uid: int) -> tuple[list[DropI
         slurm = path.suffix == ".slurm"
         if not stat.S_ISREG(st.st_mode):
             continue  # sub-folders are not drop-ins
-        if not (slurm or os.access(path, os.X_OK)):
+        # Whose it is comes first: "chmod u+x" is no advice for a file another user owns.
+        reason = unsafe_reason(st, uid) or _link_reason(path, uid)
+        if not reason and not (slurm or os.access(path, os.X_OK)):
             refused.append(Refusal(str(path), "not executable, so not run (chmod u+x to run it)"))
             continue
-        reason = unsafe_reason(st, uid) or _link_reason(path, uid)
         try:
             timeout = _header_timeout(path)
         except ValueError as exc:

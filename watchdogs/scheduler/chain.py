@@ -224,11 +224,14 @@ def own_script(job_id: str | None, env: Mapping[str, str], runner: SlurmRunner =
 
 
 def default_script(env: Mapping[str, str] | None = None) -> Path:
-    """For `watchdogs start`: $WATCHDOGS_CHAIN_SCRIPT, else the copy in this checkout."""
+    """For `watchdogs start`: $WATCHDOGS_CHAIN_SCRIPT, else the copy in this checkout, else
+    the copy an installed wheel carries beside this module (pyproject.toml's force-include)."""
     env = os.environ if env is None else env
     if env.get(SCRIPT_ENV):
         return Path(env[SCRIPT_ENV]).expanduser().absolute()
-    return Path(__file__).resolve().parents[2] / "slurm" / "cron-scheduler.slurm"
+    here = Path(__file__).resolve().parent
+    checkout = here.parents[1] / "slurm" / "cron-scheduler.slurm"
+    return checkout if checkout.is_file() else here / "cron-scheduler.slurm"
 
 
 def safe_chain_jobs(settings: ChainSettings, env: Mapping[str, str] | None = None,

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 import requests
 
+from notifiers.proxy import requests_proxies
 from notifiers.secrets import Secret, scrub
 
 LOG = logging.getLogger("watchdogs.deadman")
@@ -58,11 +59,13 @@ def where(url: str) -> str:
 
 class DeadMansSwitch:
     def __init__(self, url: str | None, *, suffixes: bool = True, timeout: float = TIMEOUT_S,
+                 proxy: str | None = None,
                  secrets: Callable[[], Iterable[Secret]] = tuple,
                  post: Callable[..., requests.Response] = requests.post) -> None:
         self.url = url
         self.suffixes = suffixes
         self.timeout = timeout
+        self.proxies = requests_proxies(proxy)
         self.secrets = secrets
         self._post = post
         self._busy = threading.Lock()
@@ -111,7 +114,8 @@ class DeadMansSwitch:
 
     def _deliver(self, ping: Ping, gated: bool) -> None:
         try:
-            reply = self._post(ping.url, data=ping.body.encode(), timeout=self.timeout,
+            # proxies None (no heartbeat_proxy): requests reads https_proxy/no_proxy itself.
+            reply = self._post(ping.url, data=ping.body.encode(), timeout=self.timeout, proxies=self.proxies,
                                headers={"Content-Type": "text/plain; charset=utf-8",
                                         "User-Agent": "slurm-watchdogs"})
             if reply.status_code >= 400:

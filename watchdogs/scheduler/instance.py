@@ -211,7 +211,8 @@ def _config_failed(loaded: startup.LoadedConfig, state: startup.State, records: 
 
 
 def _switch(settings: SchedulerSettings) -> DeadMansSwitch:
-    return DeadMansSwitch(settings.heartbeat_url, suffixes=settings.heartbeat_suffixes)
+    return DeadMansSwitch(settings.heartbeat_url, suffixes=settings.heartbeat_suffixes,
+                          proxy=settings.heartbeat_proxy)
 
 
 def _state_news(switch: DeadMansSwitch, kind: str | None, detail: str) -> None:

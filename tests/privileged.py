@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""The few things the suite needs root for, run for the unprivileged test user through sudo.
+
+    tests/privileged.py mount-tmpfs PATH SIZE [--inodes N] [--read-only]
+    tests/privileged.py umount PATH
+    tests/privileged.py node-stop CLUSTER_DIR NODE
+    tests/privileged.py node-start CLUSTER_DIR NODE
+    tests/privileged.py give-away PATH        # chown to nobody: "another user's file"
+    tests/privileged.py hung-mount PATH       # a FUSE mount nobody answers, until stdin closes
+    tests/privileged.py scontrol CLUSTER_DIR update NodeName=N State=DRAIN Reason=...
+    tests/privileged.py scontrol CLUSTER_DIR create|delete reservation ...   # an admin's acts
+
+Tests run as an ordinary user, as users do; mounting a filesystem and stopping a root daemon
+are what an administrator (or a failing disk) does to them. tests/suite.py allows exactly this
+script to the test user in /etc/sudoers.d (see `tests.helpers.privileged`). Every path must
+lie in the calling user's own pytest folder, so the rule cannot be used to mount over or give
+away anything else. Only the standard library.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import pwd
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+DEV_CLUSTER = Path(__file__).resolve().parent.parent / "slurm" / "dev-cluster"
+MNT_DETACH = 2
+SIZE = re.compile(r"^[0-9]+[kmg]?$")
+
+
+def caller() -> pwd.struct_passwd:
+    """The user sudo ran us for (root itself when run directly)."""
+    uid = int(os.environ.get("SUDO_UID", os.getuid()))
+    return pwd.getpwuid(uid)
+
+
+def own_path(raw: str) -> Path:
+    """A path inside the caller's pytest temp folder (or any when root runs us directly)."""
+    path = Path(os.path.realpath(raw))
+    user = caller()
+    if user.pw_uid == 0:
+        return path
+    allowed = Path("/tmp") / f"pytest-of-{user.pw_name}"
+    if allowed not in path.parents:
+        sys.exit(f"privileged: {path} is not under {allowed}")
+    return path
+
+
+def mount_tmpfs(path: Path, size: str, inodes: int | None, read_only: bool) -> None:
+    if not SIZE.match(size):
+        sys.exit(f"privileged: size {size!r} is not like 4m")
+    user = caller()
+    opts = [f"size={size}", f"uid={user.pw_uid}", f"gid={user.pw_gid}", "mode=0700"]
+    if inodes is not None:
+        opts.append(f"nr_inodes={inodes}")
+    if read_only:
+        opts.append("ro")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", ",".join(opts), "wdtest", str(path)], check=True)
+
+
+def hung_mount(path: Path) -> None:
+    """Mount a FUSE filesystem at `path` whose server never answers, usable by the caller
+    (user_id= is the caller, so no allow_other is needed), print "ready", and hold it until
+    stdin closes; then detach it and close the device, which fails every blocked access."""
+    user = caller()
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open("/dev/fuse", os.O_RDWR)
+    options = f"fd={fd},rootmode=40000,user_id={user.pw_uid},group_id={user.pw_gid}".encode()
+    if libc.mount(b"wdtest-hung", str(path).encode(), b"fuse.wdtest", 0, options) != 0:
+        errno = ctypes.get_errno()
+        sys.exit(f"privileged: mount fuse on {path}: {os.strerror(errno)}")
+    try:
+        print("ready", flush=True)
+        sys.stdin.read()
+    finally:
+        libc.umount2(str(path).encode(), MNT_DETACH)
+        os.close(fd)
+
+
+def roots_cluster(cluster_dir: str) -> Path:
+    """A dev cluster folder root made: its PIDs and slurm.conf are trusted with root's power."""
+    for path in (Path(cluster_dir), Path(cluster_dir) / "pids.json", Path(cluster_dir) / "slurm.conf"):
+        if path.lstat().st_uid != 0 or path.is_symlink():
+            sys.exit(f"privileged: {path} is not root's: not a dev cluster")
+    return Path(cluster_dir)
+
+
+# What an administrator does to a user's cluster in the tests: drain/resume nodes, reservations.
+ADMIN_ACTS = (("update",), ("create", "reservation"), ("delete",))
+
+
+def scontrol(cluster_dir: str, args: list[str]) -> None:
+    folder = roots_cluster(cluster_dir)
+    if not any(tuple(args[:len(act)]) == act for act in ADMIN_ACTS) or (
+            args[0] == "update" and not args[1:2][0].lower().startswith("nodename=")):
+        sys.exit(f"privileged: scontrol {' '.join(args)} is not an allowed admin act")
+    if args[0] == "delete" and not args[1:2][0].lower().startswith("reservationname="):
+        sys.exit("privileged: only reservations may be deleted")
+    # A cluster of another Slurm release has its clients in <cluster>/bin (slurm/dev-cluster).
+    own = folder / "bin" / "scontrol"
+    binary = str(own) if own.exists() else "scontrol"
+    env = dict(os.environ, SLURM_CONF=str(folder / "slurm.conf"))
+    done = subprocess.run([binary, *args], env=env, check=False)
+    if done.returncode != 0:
+        sys.exit(done.returncode)
+
+
+def dev_cluster(cluster_dir: str, *args: str) -> None:
+    roots_cluster(cluster_dir)
+    env = dict(os.environ, WATCHDOGS_CLUSTER_DIR=cluster_dir)
+    subprocess.run([sys.executable, str(DEV_CLUSTER), *args], check=True, env=env,
+                   stdout=subprocess.DEVNULL)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="privileged")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("mount-tmpfs")
+    m.add_argument("path")
+    m.add_argument("size")
+    m.add_argument("--inodes", type=int)
+    m.add_argument("--read-only", action="store_true")
+    sub.add_parser("umount").add_argument("path")
+    for name in ("node-stop", "node-start"):
+        n = sub.add_parser(name)
+        n.add_argument("cluster_dir")
+        n.add_argument("node", choices=("node1", "node2", "node3"))
+    sub.add_parser("give-away").add_argument("path")
+    sub.add_parser("hung-mount").add_argument("path")
+    s = sub.add_parser("scontrol")
+    s.add_argument("cluster_dir")
+    s.add_argument("args", nargs="+")
+    opts = parser.parse_args(argv)
+    if opts.cmd == "mount-tmpfs":
+        mount_tmpfs(own_path(opts.path), opts.size, opts.inodes, opts.read_only)
+    elif opts.cmd == "umount":
+        subprocess.run(["umount", "-l", str(own_path(opts.path))], check=False)
+    elif opts.cmd in ("node-stop", "node-start"):
+        dev_cluster(opts.cluster_dir, opts.cmd, opts.node)
+    elif opts.cmd == "scontrol":
+        scontrol(opts.cluster_dir, opts.args)
+    elif opts.cmd == "hung-mount":
+        hung_mount(own_path(opts.path))
+    else:
+        os.lchown(own_path(opts.path), 65534, 65534)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
