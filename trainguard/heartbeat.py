@@ -57,8 +57,18 @@ class Heartbeat:
                    int(data.get("pid", 0)), str(data.get("host", "")), str(data.get("job_id", "")),
                    str(data.get("problem", "")), float(data.get("stalled_for", 0.0)),
                    tuple(str(f) for f in data.get("frames", ())), str(data.get("report", "")),
-                   TrainingHealth.from_dict(data["health"]) if isinstance(data.get("health"), dict)
-                   else None)
+                   _health(data.get("health")))
+
+
+def _health(data: Any) -> TrainingHealth | None:
+    """The health part, or None when absent or unreadable: a bad health record must not
+    cost the liveness checks (log_stale) the rank's step and phase."""
+    if not isinstance(data, dict):
+        return None
+    try:
+        return TrainingHealth.from_dict(data)
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def node_name() -> str:

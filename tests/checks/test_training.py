@@ -85,3 +85,11 @@ def test_no_records_is_ok_and_an_unreadable_record_does_not_hide_the_others(tmp_
     assert result.summary.startswith("rank 1 on ")
     assert "data loader: 70% of the training time" in result.summary
     assert result.summary.endswith("(for 2 min 00 s)"), result.summary
+
+
+def test_an_unreadable_health_part_leaves_the_record_to_log_stale(tmp_path: Path, store: StateStore) -> None:
+    (beats_dir(tmp_path) / "rank-0.json").write_text(json.dumps(
+        {"rank": 0, "step": 5, "phase": "train", "time": time.time(), "health": {"loss": "x"}}))
+    config = write_config(tmp_path, '[[check]]\nname = "hung"\ntype = "log_stale"\nheartbeats = "hb"\n')
+    result = tick(config, store)[0]["hung"]
+    assert result.status is Status.OK and "alive at step 5" in result.summary, result.summary
