@@ -4,9 +4,7 @@ ranks on two nodes, one slowed by a real cgroup v1 CPU quota on its process: the
 and its node are named within a few windows, and not in the unslowed control run."""
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -15,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.checks.conftest import tick, write_config
-from tests.helpers import sh, wait_for
+from tests.helpers import privileged, sh, wait_for
 from tests.trainguard.support import REQUEUE_SCRIPT, Cluster
 from watchdogs.result import Status
 from watchdogs.state.store import StateStore
@@ -73,27 +71,22 @@ def test_a_loss_that_turns_nan_ends_the_job_with_exit_5_not_requeued_and_the_ale
 
 @pytest.fixture
 def cpu_quota() -> Iterator[Callable[[int], None]]:
-    """Needs root: creates a cgroup v1 `cpu` group with a CFS quota of 5 % of one CPU and
-    moves a process into it (the job's processes run as the submitting user); moves the
-    process back and removes the group afterwards."""
-    if os.geteuid() != 0 or not (CPU_CGROUP / "cpu.cfs_quota_us").exists():
-        pytest.skip("needs root and the cgroup v1 cpu controller")
-    group = CPU_CGROUP / f"wd-health-{os.getpid()}"
-    group.mkdir()
-    (group / "cpu.cfs_period_us").write_text("100000")
-    (group / "cpu.cfs_quota_us").write_text("5000")
+    """A real cgroup v1 CPU quota (5 % of one CPU) on one of the job's processes. Creating the
+    cgroup and moving a process into it needs root: tests/privileged.py does only that (for
+    the test user through sudo, and only for the caller's own process); the job, the training
+    and the check run as the ordinary user. Moved back and removed afterwards."""
+    if not (CPU_CGROUP / "cpu.cfs_quota_us").exists():
+        pytest.skip("no cgroup v1 cpu controller")
     moved: list[int] = []
 
     def throttle(pid: int) -> None:
-        (group / "cgroup.procs").write_text(str(pid))
+        privileged("cpu-quota", str(pid), "5")
         moved.append(pid)
     try:
         yield throttle
     finally:
-        for pid in (group / "cgroup.procs").read_text().split():
-            with contextlib.suppress(OSError):   # gone meanwhile
-                (CPU_CGROUP / "cgroup.procs").write_text(pid)
-        group.rmdir()
+        for pid in moved:
+            privileged("cpu-quota-end", str(pid))
 
 
 def job_name(tmp_path: Path) -> str:
@@ -112,7 +105,6 @@ def two_node_run(cluster: Cluster, tmp_path: Path) -> tuple[str, Path, Path]:
     return job, run, out
 
 
-@pytest.mark.root
 @pytest.mark.timeout(300)
 def test_a_rank_slowed_by_a_cpu_quota_is_named_with_its_node_within_a_few_windows(
         cluster: Cluster, tmp_path: Path, store: StateStore, cpu_quota: Callable[[int], None]) -> None:
