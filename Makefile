@@ -43,6 +43,10 @@ install-dev: $(VENV)/.installed-dev
 $(VENV)/.installed-dev: $(VENV)/.installed
 	$(PY) -m pip install -q $(TORCH_PIN)
 	$(PY) -m pip install -q $(TORCH_PIN) -e '$(TRAINGUARD_EXTRAS)' -e '$(DEV_EXTRAS)'
+	# The real collector for the metrics textfile test (tests/scheduler/test_metrics.py).
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && ! command -v prometheus-node-exporter >/dev/null; then \
+	  apt-get install -y -q --no-install-recommends prometheus-node-exporter || \
+	  echo "prometheus-node-exporter not installed: the textfile-collector test is skipped"; fi
 	touch $@
 
 cluster-up:

@@ -9,6 +9,10 @@ Variants, interleaved (bare, step, check, bare, step, check, ...), each a loop o
   step      `for step in range(n): guard.step(step)` (every feature on: kill/save switches,
             stop file, memory thresholds, heartbeat, exit_after; their polls rate-limited)
   check     `guard.check(step)` (the decision alone, without acting), for reference
+  observe   `guard.observe(loss=loss, samples=16); guard.step(step)`: training health on
+            (the loss a reference kept, read on the slow path), over the same bare loop
+  data      `for batch in guard.data(batches): guard.observe(...); guard.step(step)`, the
+            data loader's waits timed too, over a bare loop over the same iterator
 Then the same with a busy process spinning on another core (started and stopped here).
 Reported: extra ns per step over the bare loop of the same round, min/median/max, and that
 as a fraction of a 10 ms training step. Time is this thread's CPU time
@@ -66,6 +70,38 @@ def guarded_loop(body: Callable[[int], object], steps: int, first: Callable[[], 
     return (time.thread_time_ns() - start) / steps
 
 
+def observed_loop(guard: Guard, steps: int, first: Callable[[], int]) -> float:
+    """ns per step of the loop with an observation before the poll point. The loss is any
+    object: the hot path keeps a reference and never reads it (a CUDA tensor is not synced)."""
+    observe, poll, loss = guard.observe, guard.step, 0.25
+    start_step = first()
+    start = time.thread_time_ns()
+    for step in range(start_step, start_step + steps):
+        observe(loss=loss, samples=16)
+        poll(step)
+    return (time.thread_time_ns() - start) / steps
+
+
+def bare_data_loop(steps: int) -> float:
+    """The loop a user would write over a data loader, without the guard."""
+    batches = range(steps)
+    start = time.thread_time_ns()
+    for _ in iter(batches):
+        pass
+    return (time.thread_time_ns() - start) / steps
+
+
+def data_loop(guard: Guard, steps: int, first: Callable[[], int]) -> float:
+    observe, poll, loss = guard.observe, guard.step, 0.25
+    step = first()
+    start = time.thread_time_ns()
+    for _ in guard.data(range(steps)):
+        observe(loss=loss, samples=16)
+        poll(step)
+        step += 1
+    return (time.thread_time_ns() - start) / steps
+
+
 def extra_ns(guard: Guard, steps: int, rounds: int) -> dict[str, list[float]]:
     """Per round: ns per step of each variant minus the bare loop's in the same round."""
     counter = iter(range(0, 10**12, steps))
@@ -74,10 +110,14 @@ def extra_ns(guard: Guard, steps: int, rounds: int) -> dict[str, list[float]]:
         return next(counter)
     samples = interleave({"bare": lambda: bare_loop(steps),
                           "step": lambda: guarded_loop(guard.step, steps, first),
-                          "check": lambda: guarded_loop(guard.check, steps, first)}, rounds)
+                          "check": lambda: guarded_loop(guard.check, steps, first),
+                          "observe": lambda: observed_loop(guard, steps, first),
+                          "bare_data": lambda: bare_data_loop(steps),
+                          "data": lambda: data_loop(guard, steps, first)}, rounds)
+    pairs = {"step": "bare", "check": "bare", "observe": "bare", "data": "bare_data"}
     return {"bare": samples["bare"],
-            **{name: [v - b for v, b in zip(samples[name], samples["bare"], strict=True)]
-               for name in ("step", "check")}}
+            **{name: [v - b for v, b in zip(samples[name], samples[base], strict=True)]
+               for name, base in pairs.items()}}
 
 
 def _median_ns(prepare: Callable[[], None], guard: Guard, repeats: int = 200) -> float:
@@ -139,11 +179,19 @@ def main() -> int:
     for label, runs, load in (("as found", idle, load_idle), ("+1 spinning process", loaded, load_busy)):
         bare = spread(runs["bare"])
         print(f"{label} (load average {load:.1f}): bare loop {bare.fmt(1, ' ns/step', 1)}")
-        for name in ("step", "check"):
+        for name in ("step", "check", "observe", "data"):
             extra = spread(runs[name])
             print(f"  {name:5s} extra over bare: {extra.fmt(1, ' ns', 0)}; "
                   f"median {extra.median / STEP_10MS_NS:.1e} of a 10 ms step")
         step = spread(runs["step"])
+        observed = spread(runs["observe"])
+        own = spread([o - s for o, s in zip(runs["observe"], runs["step"], strict=True)])
+        print(f"  observe's own cost (observe - step, same round): {own.fmt(1, ' ns', 0)}")
+        rows.append(Row(f"guard `observe(loss=, samples=)` + `step()` CPU cost per step, machine {label}",
+                        "< 1 µs per step, no device sync",
+                        "bare `for` loop with `pass`, interleaved (and `step()` alone)",
+                        f"+{observed.fmt(1, ' ns', 0)}; observe alone +{own.median:.0f} ns",
+                        ".venv/bin/python benchmarks/guard_overhead.py"))
         rows.append(Row(f"guard `step()` CPU cost per step, machine {label} "
                         f"(load average {load:.1f} on {os.cpu_count()} CPUs)",
                         "< 10⁻⁴ of a 10 ms step = 1 µs (proposed)",

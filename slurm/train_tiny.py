@@ -13,6 +13,10 @@ Guard settings come from TRAINGUARD_* (the batch script templates set them) and 
 `--guard name=value`. Under `srun --ntasks=N` (N > 1) it trains data-parallel with gloo.
 Test hooks: `--raise-error --error-step N` raises at the start of step N; `--hang-step N`
 hangs at step N (first run of the job only), like a rank stuck in a collective.
+Training health: every step reports its loss and batch size (`guard.observe`) and its data
+comes through `guard.data(...)`; `--lr-jump-step N --lr-jump F` multiplies the learning
+rate by F from step N (the loss diverges to NaN), `--data-sleep S` makes the data loader
+sleep S per batch, `--burn N` adds N small matmuls of compute per step.
 """
 from __future__ import annotations
 
@@ -44,6 +48,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--raise-error", action="store_true")
     p.add_argument("--error-step", type=int, default=-1)
     p.add_argument("--hang-step", type=int, default=-1)
+    p.add_argument("--lr-jump-step", type=int, default=-1)
+    p.add_argument("--lr-jump", type=float, default=1e30)
+    p.add_argument("--data-sleep", type=float, default=0.0, help="seconds the data loader sleeps per batch")
+    p.add_argument("--burn", type=int, default=0, help="extra matmuls of compute per step")
     return p.parse_args(argv)
 
 
@@ -103,10 +111,22 @@ class Trainer:
         return self.torch.randperm(SAMPLES, generator=self.torch.Generator().manual_seed(
             self.args.seed + 100 + epoch))
 
-    def train_step(self) -> None:
-        idx = self.order[self.batch * BATCH:(self.batch + 1) * BATCH][self.rank::self.size]
+    def batches(self):
+        """The data loader: the next batch's indices, forever (slow with --data-sleep)."""
+        while True:
+            if self.args.data_sleep:
+                time.sleep(self.args.data_sleep)
+            yield self.order[self.batch * BATCH:(self.batch + 1) * BATCH][self.rank::self.size]
+
+    def train_step(self, idx):
         self.model.train()
-        loss = self.torch.nn.functional.mse_loss(self.net(self.x[idx]), self.y[idx])
+        out = self.net(self.x[idx])
+        if self.args.burn:       # compute that a cgroup CPU quota slows down
+            m = self.torch.ones(128, 128)
+            for _ in range(self.args.burn):
+                m = (m @ m).clamp_(-1, 1)
+            out = out + 0 * m.sum()
+        loss = self.torch.nn.functional.mse_loss(out, self.y[idx])
         self.optim.zero_grad()
         loss.backward()
         self.optim.step()
@@ -115,6 +135,11 @@ class Trainer:
         if self.batch * BATCH >= SAMPLES:
             self.epoch, self.batch = self.epoch + 1, 0
             self.order = self._order(self.epoch)
+        return loss.detach()
+
+    def jump_lr(self, factor: float) -> None:
+        for group in self.optim.param_groups:
+            group["lr"] *= factor
 
     def save_to(self, directory: Path) -> None:
         self.torch.save({"model": self.model.state_dict(), "optim": self.optim.state_dict(),
@@ -162,12 +187,17 @@ def main(argv: list[str]) -> int:
     step = -1
     with guard:
         first = guard.resume()
+        data = guard.data(trainer.batches())
         for step in range(first, args.steps):
             if args.raise_error and step == args.error_step:
                 raise RuntimeError(f"injected error at step {step}")
             if step == args.hang_step and first_run:
                 time.sleep(10**6)     # a rank stuck in a collective: never reaches the poll point
-            trainer.train_step()
+            if step == args.lr_jump_step:
+                trainer.jump_lr(args.lr_jump)
+            idx = next(data)
+            loss = trainer.train_step(idx)
+            guard.observe(loss=loss, samples=len(idx))
             if args.step_log is not None and rank == 0:
                 with open(args.step_log, "a") as log:
                     log.write(f"step {step}\n")

@@ -9,6 +9,8 @@
     tests/privileged.py hung-mount PATH       # a FUSE mount nobody answers, until stdin closes
     tests/privileged.py scontrol CLUSTER_DIR update NodeName=N State=DRAIN Reason=...
     tests/privileged.py scontrol CLUSTER_DIR create|delete reservation ...   # an admin's acts
+    tests/privileged.py cpu-quota PID PERCENT # a cgroup v1 CPU quota on the caller's process
+    tests/privileged.py cpu-quota-end PID     # its processes back to the root group, group removed
 
 Tests run as an ordinary user, as users do; mounting a filesystem and stopping a root daemon
 are what an administrator (or a failing disk) does to them. tests/suite.py allows exactly this
@@ -116,6 +118,41 @@ def dev_cluster(cluster_dir: str, *args: str) -> None:
                    stdout=subprocess.DEVNULL)
 
 
+CPU_CGROUP = Path("/sys/fs/cgroup/cpu")
+
+
+def own_process(pid: int) -> int:
+    """`pid`, when it is a process of the caller (any when root runs us directly)."""
+    try:
+        uid = os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        sys.exit(f"privileged: no process {pid}")
+    if caller().pw_uid not in (0, uid):
+        sys.exit(f"privileged: process {pid} is not the caller's")
+    return pid
+
+
+def cpu_quota(pid: int, percent: int) -> None:
+    """A slow node for a straggler test: the process gets `percent` % of one CPU (CFS quota)."""
+    group = CPU_CGROUP / f"wd-test-quota-{pid}"
+    group.mkdir(exist_ok=True)
+    (group / "cpu.cfs_period_us").write_text("100000")
+    (group / "cpu.cfs_quota_us").write_text(str(1000 * max(1, min(percent, 100))))
+    (group / "cgroup.procs").write_text(str(pid))
+
+
+def cpu_quota_end(pid: int) -> None:
+    group = CPU_CGROUP / f"wd-test-quota-{pid}"
+    if not group.is_dir():
+        return
+    for member in (group / "cgroup.procs").read_text().split():
+        try:
+            (CPU_CGROUP / "cgroup.procs").write_text(member)
+        except OSError:
+            continue   # gone meanwhile
+    group.rmdir()
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="privileged")
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -131,6 +168,10 @@ def main(argv: list[str]) -> int:
         n.add_argument("node", choices=("node1", "node2", "node3"))
     sub.add_parser("give-away").add_argument("path")
     sub.add_parser("hung-mount").add_argument("path")
+    q = sub.add_parser("cpu-quota")
+    q.add_argument("pid", type=int)
+    q.add_argument("percent", type=int)
+    sub.add_parser("cpu-quota-end").add_argument("pid", type=int)
     s = sub.add_parser("scontrol")
     s.add_argument("cluster_dir")
     s.add_argument("args", nargs="+")
@@ -143,6 +184,10 @@ def main(argv: list[str]) -> int:
         dev_cluster(opts.cluster_dir, opts.cmd, opts.node)
     elif opts.cmd == "scontrol":
         scontrol(opts.cluster_dir, opts.args)
+    elif opts.cmd == "cpu-quota":
+        cpu_quota(own_process(opts.pid), opts.percent)
+    elif opts.cmd == "cpu-quota-end":
+        cpu_quota_end(opts.pid)
     elif opts.cmd == "hung-mount":
         hung_mount(own_path(opts.path))
     else:

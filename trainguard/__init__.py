@@ -23,15 +23,19 @@ if TYPE_CHECKING:
         DEFAULT_ACTIONS,
         END_AT_ONCE,
         EXIT_CANNOT_SAVE,
+        EXIT_NAN_LOSS,
         EXIT_NO_PROGRESS,
         EXIT_REQUEUE,
         REPORT_ONLY,
         REQUEUE_WITHOUT_SAVE,
+        ROLLBACK,
         SAVE_AND_CONTINUE,
         SAVE_AND_FAIL,
         SAVE_AND_REQUEUE,
         SAVE_AND_STOP,
         SAVE_IF_TIME_AND_END,
+        STOP_WITHOUT_SAVE,
+        WARN,
         Action,
         Cause,
         Decision,
@@ -47,7 +51,8 @@ if TYPE_CHECKING:
 # so a reader of one submodule (the cluster-side log_stale check reads trainguard.heartbeat)
 # does not pay for the whole library: the guard, psutil and its many dataclasses.
 _EXPORTS = {
-    **dict.fromkeys(("DEFAULT_ACTIONS", "END_AT_ONCE", "EXIT_CANNOT_SAVE", "EXIT_NO_PROGRESS",
+    **dict.fromkeys(("DEFAULT_ACTIONS", "END_AT_ONCE", "EXIT_CANNOT_SAVE", "EXIT_NAN_LOSS",
+                     "EXIT_NO_PROGRESS", "ROLLBACK", "STOP_WITHOUT_SAVE", "WARN",
                      "EXIT_REQUEUE", "REPORT_ONLY", "REQUEUE_WITHOUT_SAVE", "SAVE_AND_CONTINUE",
                      "SAVE_AND_FAIL", "SAVE_AND_REQUEUE", "SAVE_AND_STOP", "SAVE_IF_TIME_AND_END",
                      "Action", "Cause", "Decision", "Policy", "Save"), "causes"),
@@ -58,7 +63,8 @@ _EXPORTS = {
 }
 
 __all__ = [
-    "DEFAULT_ACTIONS", "END_AT_ONCE", "EXIT_CANNOT_SAVE", "EXIT_NO_PROGRESS", "EXIT_REQUEUE",
+    "DEFAULT_ACTIONS", "END_AT_ONCE", "EXIT_CANNOT_SAVE", "EXIT_NAN_LOSS", "EXIT_NO_PROGRESS", "EXIT_REQUEUE",
+    "ROLLBACK", "STOP_WITHOUT_SAVE", "WARN",
     "REPORT_ONLY", "REQUEUE_WITHOUT_SAVE", "SAVE_AND_CONTINUE",
     "SAVE_AND_FAIL", "SAVE_AND_REQUEUE", "SAVE_AND_STOP", "SAVE_IF_TIME_AND_END", "Action", "Cause",
     "Checkpoint", "CheckpointError", "Checkpoints", "Decision", "Guard", "GuardConfig", "Heartbeat",

@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 from trainguard.causes import MASK_LEN, flags_to_mask, mask_to_flags
+from trainguard.heartbeat import node_name
 
 
 def initialized_dist() -> Any | None:
@@ -50,17 +51,28 @@ class Agreement:
         # NCCL reduces CUDA tensors only; gloo/mpi CPU tensors.
         device = (torch.device("cuda", torch.cuda.current_device())
                   if dist.get_backend() == "nccl" else torch.device("cpu"))
-        self._buffer = torch.zeros(MASK_LEN + 1, dtype=torch.int64, device=device)
+        # The same all_reduce also carries one slot per rank (each rank fills its own, MAX
+        # gives everyone every rank's value): its compute per step, for the straggler.
+        self._buffer = torch.zeros(MASK_LEN + 1 + self.world, dtype=torch.int64, device=device)
         self._one = torch.zeros(1, dtype=torch.int32, device=device)
+        self.peers: list[int] = [0] * self.world
+        # Every rank's node, once, so that a straggler is named with its node.
+        nodes: list[object] = [None] * self.world
+        dist.all_gather_object(nodes, node_name())
+        self.nodes = [str(n) for n in nodes]
 
-    def reduce(self, mask: int, longest_step: float) -> int:
-        """The OR of every rank's mask (one all_reduce of MASK_LEN + 1 ints); also sets
-        `every`, the same on all ranks, from the slowest rank's longest recent step."""
-        values = [*mask_to_flags(mask), min(int(longest_step * _US), 2**62)]
+    def reduce(self, mask: int, longest_step: float, compute_us: int = 0) -> int:
+        """The OR of every rank's mask (one all_reduce of MASK_LEN + 1 + world ints); also
+        sets `every`, the same on all ranks, from the slowest rank's longest recent step, and
+        `peers`, every rank's compute per step (us)."""
+        slots = [0] * self.world
+        slots[self.rank] = max(0, min(compute_us, 2**62))
+        values = [*mask_to_flags(mask), min(int(longest_step * _US), 2**62), *slots]
         self._buffer.copy_(self._torch.tensor(values, dtype=self._torch.int64))
         self._dist.all_reduce(self._buffer, op=self._dist.ReduceOp.MAX)
         reduced = self._buffer.tolist()
-        self.every = next_every(reduced[-1] / _US, self.interval, self.every)
+        self.every = next_every(reduced[MASK_LEN] / _US, self.interval, self.every)
+        self.peers = reduced[MASK_LEN + 1:]
         return flags_to_mask(reduced[:MASK_LEN])
 
     def any(self, flag: bool) -> bool:

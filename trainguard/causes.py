@@ -20,6 +20,7 @@ EXIT_OK = 0
 EXIT_EXCEPTION = 1
 EXIT_NO_PROGRESS = 3
 EXIT_CANNOT_SAVE = 4   # a stop that would requeue, but no checkpoint can be written: not requeued
+EXIT_NAN_LOSS = 5      # the loss turned NaN/Inf: stopped without saving the poisoned state, not requeued
 EXIT_TERMINATED = 143  # 128 + SIGTERM, what a process killed by a plain scancel reports
 
 
@@ -37,6 +38,13 @@ class Cause(enum.IntEnum):
     TERMINATE = 7       # SIGTERM from a plain scancel (the job is already being cancelled)
     NO_TIME = 8         # not a cause: "a save would not finish before SIGKILL" (agreed like one)
     HANG = 9            # no step completed within the hang budget (trainguard.hang; never agreed)
+    # Training health (trainguard.health): read on the slow path from guard.observe().
+    NAN_LOSS = 10       # the observed loss is NaN or Inf
+    LOSS_SPIKE = 11     # the loss far above its recent trend for several readings
+    THROUGHPUT = 12     # throughput below a fraction of this run's own baseline
+    STRAGGLER = 13      # one rank's compute per step far above the others'
+    DATA_BOUND = 14     # a large share of step time spent waiting for data
+    IDLE_GPU = 15       # the accelerator near 0 % utilization for a while (NVML)
 
     @property
     def bit(self) -> int:
@@ -52,8 +60,11 @@ class Cause(enum.IntEnum):
 # "terminate" while rank 0, which did ask, knows it is a preemption.
 PRIORITY: tuple[Cause, ...] = (
     Cause.EXCEPTION, Cause.KILL_SWITCH, Cause.PREEMPTION, Cause.TERMINATE,
-    Cause.TIME_LIMIT, Cause.USER_SIGNAL, Cause.MEMORY, Cause.SAVE_SWITCH, Cause.HANG,
+    Cause.NAN_LOSS, Cause.TIME_LIMIT, Cause.USER_SIGNAL, Cause.MEMORY, Cause.SAVE_SWITCH, Cause.HANG,
+    Cause.STRAGGLER, Cause.THROUGHPUT, Cause.DATA_BOUND, Cause.LOSS_SPIKE, Cause.IDLE_GPU,
 )
+HEALTH_CAUSES = frozenset({Cause.NAN_LOSS, Cause.LOSS_SPIKE, Cause.THROUGHPUT, Cause.STRAGGLER,
+                           Cause.DATA_BOUND, Cause.IDLE_GPU})
 MASK_LEN = len(Cause)
 
 
@@ -91,6 +102,14 @@ END_AT_ONCE = Action(Save.NEVER, stop=True, requeue=False, exit_code=EXIT_TERMIN
 REQUEUE_WITHOUT_SAVE = Action(Save.NEVER, stop=True, requeue=True, exit_code=EXIT_REQUEUE)
 # Report the hang (stacks, heartbeat) and keep waiting: for debugging a hang in place.
 REPORT_ONLY = Action(Save.NEVER, stop=False, requeue=False, exit_code=EXIT_OK)
+# A health finding that only warns: logged, in the heartbeat, raised by the watchdog.
+WARN = REPORT_ONLY
+# NaN/Inf loss: the state is poisoned, so it is not saved; a requeue would only repeat it.
+STOP_WITHOUT_SAVE = Action(Save.NEVER, stop=True, requeue=False, exit_code=EXIT_NAN_LOSS)
+# The alternative for NaN: exit 140 without saving; the batch script requeues and the run
+# resumes from the last good checkpoint, bounded by the requeue-loop protection
+# (max_restarts_without_progress: the same resume step too often ends the chain, exit 3).
+ROLLBACK = REQUEUE_WITHOUT_SAVE
 
 DEFAULT_ACTIONS: Mapping[Cause, Action] = {
     Cause.TIME_LIMIT: SAVE_AND_REQUEUE,
@@ -102,7 +121,30 @@ DEFAULT_ACTIONS: Mapping[Cause, Action] = {
     Cause.EXCEPTION: SAVE_AND_FAIL,
     Cause.TERMINATE: SAVE_IF_TIME_AND_END,
     Cause.HANG: REQUEUE_WITHOUT_SAVE,
+    Cause.NAN_LOSS: STOP_WITHOUT_SAVE,
+    Cause.LOSS_SPIKE: WARN,
+    Cause.THROUGHPUT: WARN,
+    Cause.STRAGGLER: WARN,
+    Cause.DATA_BOUND: WARN,
+    Cause.IDLE_GPU: WARN,
 }
+# Action names for TRAINGUARD_POLICY_<CAUSE>=<name> (and policy={"nan_loss": "rollback"}).
+NAMED_ACTIONS: Mapping[str, Action] = {
+    "save_and_requeue": SAVE_AND_REQUEUE, "save_and_stop": SAVE_AND_STOP,
+    "save_and_continue": SAVE_AND_CONTINUE, "save_and_fail": SAVE_AND_FAIL,
+    "save_if_time_and_end": SAVE_IF_TIME_AND_END, "end_at_once": END_AT_ONCE,
+    "requeue_without_save": REQUEUE_WITHOUT_SAVE, "rollback": ROLLBACK,
+    "report_only": REPORT_ONLY, "warn": WARN, "stop_without_save": STOP_WITHOUT_SAVE,
+}
+
+
+def parse_action(cause: str, value: Action | str) -> Action:
+    if isinstance(value, Action):
+        return value
+    action = NAMED_ACTIONS.get(str(value).strip().lower())
+    if action is None:
+        raise ValueError(f"policy for {cause!r} = {value!r}: expected one of {', '.join(NAMED_ACTIONS)}")
+    return action
 
 
 @dataclass(frozen=True)
@@ -114,13 +156,13 @@ class Policy:
     def action(self, cause: Cause) -> Action:
         return self.actions[cause]
 
-    def with_overrides(self, overrides: Mapping[Cause | str, Action]) -> Policy:
+    def with_overrides(self, overrides: Mapping[Cause | str, Action | str]) -> Policy:
         merged = dict(self.actions)
         for key, action in overrides.items():
             cause = parse_cause(key)
-            if not isinstance(action, Action):
+            if not isinstance(action, (Action, str)):
                 raise ValueError(f"policy for {cause.label!r}: expected an Action, got {action!r}")
-            merged[cause] = action
+            merged[cause] = parse_action(cause.label, action)
         return replace(self, actions=merged)
 
 

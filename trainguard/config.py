@@ -76,6 +76,21 @@ class GuardConfig:
     hang_report_dir: Path | None = None      # None: heartbeat_dir, else checkpoint_dir
     hang_native_stacks: bool = True          # also `py-spy dump --native` when installed
     max_hangs_without_progress: int = 3      # hangs with no new checkpoint that end the chain
+    # --- training health (trainguard.health): from guard.observe(), judged on the slow path ---
+    health: bool = True
+    health_window: float = 60.0              # s of training per throughput/compute/data window
+    health_warmup: float = 300.0             # s before the throughput baseline is measured
+    baseline_windows: int = 3                # windows after warm-up whose median is the baseline
+    throughput_fraction: float = 0.7         # below this x baseline ...
+    throughput_windows: int = 2              # ... for this many windows: the throughput finding
+    spike_sigmas: float = 6.0                # a loss this many std devs above its trend ...
+    spike_rise: float = 0.5                  # ... and this fraction above it ...
+    spike_readings: int = 3                  # ... in this many readings in a row: a spike
+    straggler_factor: float = 1.5            # compute per step x the other ranks' median ...
+    straggler_windows: int = 3               # ... for this many windows: the straggler finding
+    data_share: float = 0.5                  # share of step time waiting for data
+    idle_utilization: float = 5.0            # % GPU utilization (NVML) at or below which ...
+    idle_windows: int = 10                   # ... for this many windows: the idle-accelerator finding
 
     def __post_init__(self) -> None:
         if self.keep < 2:
@@ -83,13 +98,14 @@ class GuardConfig:
                              "the one that was cut off)")
         if self.sync_every < 1:
             raise ValueError(f"sync_every = {self.sync_every}: expected a whole number >= 1")
-        for name in ("endtime_every", "file_every", "memory_every", "heartbeat_every", "step_window"):
+        for name in ("endtime_every", "file_every", "memory_every", "heartbeat_every", "step_window",
+                     "health_window"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} = {getattr(self, name)}: expected a duration > 0")
         if self.hang_detect:
             hang_limits(self)   # raises ValueError naming the setting
 
-    def with_policy(self, overrides: Mapping[Cause | str, Action]) -> GuardConfig:
+    def with_policy(self, overrides: Mapping[Cause | str, Action | str]) -> GuardConfig:
         return replace(self, policy=self.policy.with_overrides(overrides))
 
 
@@ -98,11 +114,15 @@ _PATHS = ("checkpoint_dir", "scratch_dir", "kill_switch", "save_switch", "stop_f
 _DURATIONS = ("forced_exit", "exit_after", "sync_interval", "endtime_every", "warning_lead", "save_estimate",
               "safety_margin", "step_window", "file_every", "memory_every", "heartbeat_every",
               "hang_floor", "hang_ceiling", "hang_first_step", "hang_saving", "hang_eval",
-              "hang_data_loading", "hang_grace")
+              "hang_data_loading", "hang_grace", "health_window", "health_warmup")
 _SIZES = ("max_rss", "min_available", "min_gpu_free")
-_INTS = ("keep", "sync_every", "max_restarts_without_progress", "max_hangs_without_progress")
-_BOOLS = ("start_over", "use_slurm_endtime", "self_requeue", "fast_exit", "hang_detect", "hang_native_stacks")
-_FLOATS = ("hang_multiple", "hang_percentile")
+_INTS = ("keep", "sync_every", "max_restarts_without_progress", "max_hangs_without_progress",
+         "baseline_windows", "throughput_windows", "spike_readings", "straggler_windows", "idle_windows")
+_BOOLS = ("start_over", "use_slurm_endtime", "self_requeue", "fast_exit", "hang_detect", "hang_native_stacks",
+          "health")
+_FLOATS = ("hang_multiple", "hang_percentile", "throughput_fraction", "spike_sigmas", "spike_rise",
+           "straggler_factor", "data_share", "idle_utilization")
+POLICY_PREFIX = ENV_PREFIX + "POLICY_"   # TRAINGUARD_POLICY_NAN_LOSS=rollback
 
 
 def _duration(name: str, value: Any) -> float | None:
@@ -183,8 +203,20 @@ def config_from(env: Mapping[str, str] | None = None, **overrides: Any) -> Guard
         raw = environ.get(ENV_PREFIX + name.upper())
         if raw is not None:
             values[name] = coerce(name, raw)
+    env_policy = {key[len(POLICY_PREFIX):].lower(): raw for key, raw in environ.items()
+                  if key.startswith(POLICY_PREFIX)}
     for name, value in overrides.items():
         if name not in known:
             raise ValueError(f"unknown trainguard setting {name!r}; known: {', '.join(sorted(known))}")
         values[name] = value if name == "policy" else coerce(name, value)
+    policy = values.get("policy", Policy())
+    if isinstance(policy, Mapping):   # policy={"nan_loss": "rollback"}: entries over the defaults
+        policy = Policy().with_overrides(policy)
+    if env_policy:
+        try:
+            policy = Policy(dict(policy.actions)).with_overrides(
+                {key: raw for key, raw in env_policy.items() if "policy" not in overrides})
+        except ValueError as exc:
+            raise ValueError(f"{POLICY_PREFIX}*: {exc}") from None
+    values["policy"] = policy
     return GuardConfig(**values)

@@ -20,15 +20,15 @@ import logging
 import math
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from trainguard import lifecycle
 from trainguard.agreement import Agreement
-from trainguard.causes import EXIT_NO_PROGRESS, Cause, Decision, decide
+from trainguard.causes import EXIT_NO_PROGRESS, HEALTH_CAUSES, Cause, Decision, decide
 from trainguard.checkpoint import Checkpoint, Checkpoints
 from trainguard.config import GuardConfig
 from trainguard.deadline import StepTimes
@@ -36,6 +36,7 @@ from trainguard.exits import ProcessExit
 from trainguard.fast_exit import FastExit
 from trainguard.forced_exit import ForcedExit
 from trainguard.hang_act import hang_watch
+from trainguard.health import Health
 from trainguard.heartbeat import HeartbeatWriter
 from trainguard.saving import Saver
 from trainguard.sensors import Sensors
@@ -44,6 +45,11 @@ from trainguard.slurm import JobEnv
 
 log = logging.getLogger("trainguard")
 Clock = Callable[[], float]
+T = TypeVar("T")
+
+
+def _ignore(loss: Any = None, samples: int = 0, tokens: int = 0) -> None:
+    """guard.observe with health off."""
 
 
 class Guard:
@@ -72,6 +78,12 @@ class Guard:
                                   lambda code: self.exits.write_code(code, self.rank))
                        if cfg.forced_exit != 0 else None)
         self.hang = hang_watch(self)   # the progress watchdog (trainguard.hang), None when off
+        # Training health (trainguard.health): `observe` is the Health's own bound method,
+        # so the hot path pays one call, not two.
+        self.health = Health(cfg, self.rank, clock, wall) if cfg.health else None
+        self.observe = self.health.observe if self.health is not None else _ignore
+        if self.heartbeat is not None and self.health is not None:
+            self.heartbeat.health = self.health
         self.resumed: Checkpoint | None = None
         self.save_failure = ""    # why the last save failed ("" when it worked)
         self.last_step = -1
@@ -109,6 +121,9 @@ class Guard:
         self._resumed_done = True
         self.agreement = lifecycle.bind_agreement(self.config, self.sensors, self.heartbeat, self.saver)
         self.rank = self.agreement.rank if self.agreement else self.rank
+        if self.health is not None:
+            self.health.rank = self.rank
+            self.health.nodes = self.agreement.nodes if self.agreement else []
         if self._anyone(self.files is not None and self.files.kill_switch_present()):
             self._stop_at_start(Cause.KILL_SWITCH, f"kill switch {self.config.kill_switch} is present")
         lifecycle.check_saving(self.saver, self.rank, self._anyone, self.heartbeat)
@@ -119,6 +134,8 @@ class Guard:
             if self.resumed is None and self._load_fn is not None:
                 lifecycle.report_fresh_restart(self.checkpoints, self.job, self.heartbeat)
         self.last_step = self.resumed.step if self.resumed else -1
+        if self.resumed is not None and self.health is not None:
+            self.health.saved(self.resumed.step, 0.0)
         self._protect_against_requeue_loop()
         lifecycle.start_deadline(self.config, self.job, self.deadline, self.sensors,
                                  self.agreement is None or self.rank == 0, self._clock(), self._wall())
@@ -204,13 +221,18 @@ class Guard:
         local = self._gather(now)
         agreement = self.agreement
         assert agreement is not None
-        mask = agreement.reduce(local, self.steps.recent_max)
+        health = self.health
+        mask = agreement.reduce(local, self.steps.recent_max, health.compute_us() if health else 0)
+        if health is not None:
+            health.peers(agreement.peers, step)       # the straggler, from agreed values
         self._next_sync = step + agreement.every      # the same on every rank
         if agreement.every != self.saver.margin.steps_before_decision:
             self.saver.wait_steps(agreement.every)
         return self._decide(mask)
 
     def _gather(self, now: float) -> int:
+        if self.health is not None:
+            self.sensors.mask |= self.health.poll(now, self.last_step)
         mask = self.sensors.gather(now, self._wall(), self.steps, self.saver.margin)
         heartbeat_at = math.inf
         if self.heartbeat is not None:
@@ -233,11 +255,22 @@ class Guard:
     def phase(self, name: str) -> Iterator[None]:
         """Mark a phase in the heartbeat (e.g. "eval"), so a long evaluation is not a hang."""
         self._beat(self.last_step, name)
+        start = self._clock()
         try:
             yield
         finally:
             self._beat(self.last_step, "train")
-            self._last_tick = self._clock()   # the phase is not a training step
+            self._last_tick = end = self._clock()   # the phase is not a training step
+            if self.health is not None:             # waiting for data, or not training
+                if name == "data_loading":
+                    self.health.data_time += end - start
+                else:
+                    self.health.excluded += end - start
+
+    def data(self, batches: Iterable[T]) -> Iterator[T]:
+        """`for batch in guard.data(loader)`: the batches, each wait for one timed (the
+        data-loader finding); two clock reads per batch."""
+        return self.health.data(batches) if self.health is not None else iter(batches)
 
     # ---- acting --------------------------------------------------------------------------
     def act(self, decision: Decision, step: int) -> None:
@@ -254,8 +287,13 @@ class Guard:
                         else "a save would not finish before SIGKILL")
         if Cause.SAVE_SWITCH in decision.causes and self.files is not None:
             self.files.consume_save_switch(remove=self.rank == 0)
+        if decision.cause in HEALTH_CAUSES and self.health is not None:
+            self.health.acted(decision, step)
         if not action.stop:
-            self.sensors.clear(Cause.SAVE_SWITCH.bit | decision.cause.bit)
+            # Warnings of training health are acted upon (logged) together.
+            warned = sum(c.bit for c in decision.causes & HEALTH_CAUSES
+                         if not self.config.policy.action(c).stop)
+            self.sensors.clear(Cause.SAVE_SWITCH.bit | decision.cause.bit | warned)
             if self.forced is not None:
                 self.forced.disarm()
             return
@@ -280,6 +318,12 @@ class Guard:
         checkpoint stays, and a stop then exits without requeue."""
         if not self.saver.due(step):
             return None
+        if self.health is not None and not self.health.finite_now(step):
+            # The loss is NaN/Inf: the state is poisoned; the last good checkpoint stands.
+            log.error("trainguard: not saving step %d: the loss is %s", step, self.health.record.nan_value)
+            self.sensors.mask |= self.health.poll(self._clock(), step)
+            self._next_poll = -math.inf    # the next poll point decides
+            return None
         self._beat(step, "saving")
         try:
             ckpt, elapsed = self.saver.save(step)
@@ -298,6 +342,9 @@ class Guard:
         self._saved(step, elapsed, path)
 
     def _saved(self, step: int, elapsed: float, path: Path) -> None:
+        if self.health is not None:
+            self.health.saved(step, self._wall())
+            self.health.excluded += elapsed
         self._beat(step, "train")
         log.info("trainguard: saved step %d in %.3f s to %s", step, elapsed, path)
         self._last_tick = self._clock()   # the save is not a training step

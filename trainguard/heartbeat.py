@@ -12,6 +12,8 @@ the guard found wrong with the training's own set-up (e.g. "cannot write into th
 folder ..."), "" when nothing is. A rank whose progress watchdog found it hung
 (trainguard.hang) writes `"phase": "hung"` with `stalled_for` (s without progress), `frames`
 (the main thread's innermost frames) and `report` (the path of its hang report).
+`health` (trainguard.health_record) is what the rank measured about its training: loss,
+throughput, step and compute time, findings; absent when health is off.
 """
 from __future__ import annotations
 
@@ -22,7 +24,12 @@ import socket
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from trainguard.health_record import TrainingHealth
+
+if TYPE_CHECKING:
+    from trainguard.health import Health
 
 PHASES = ("start", "train", "eval", "data_loading", "saving", "stopping", "done", "hung")
 # Phases in which a rank may legitimately not advance its step for a long time.
@@ -42,13 +49,26 @@ class Heartbeat:
     stalled_for: float = 0.0
     frames: tuple[str, ...] = ()
     report: str = ""
+    health: TrainingHealth | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Heartbeat:
         return cls(int(data["rank"]), int(data["step"]), str(data["phase"]), float(data["time"]),
                    int(data.get("pid", 0)), str(data.get("host", "")), str(data.get("job_id", "")),
                    str(data.get("problem", "")), float(data.get("stalled_for", 0.0)),
-                   tuple(str(f) for f in data.get("frames", ())), str(data.get("report", "")))
+                   tuple(str(f) for f in data.get("frames", ())), str(data.get("report", "")),
+                   _health(data.get("health")))
+
+
+def _health(data: Any) -> TrainingHealth | None:
+    """The health part, or None when absent or unreadable: a bad health record must not
+    cost the liveness checks (log_stale) the rank's step and phase."""
+    if not isinstance(data, dict):
+        return None
+    try:
+        return TrainingHealth.from_dict(data)
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def node_name() -> str:
@@ -62,13 +82,17 @@ def heartbeat_path(directory: Path, rank: int) -> Path:
 
 def write_heartbeat(directory: Path, rank: int, step: int, phase: str,
                     now: float | None = None, job_id: str = "", problem: str = "",
-                    stalled_for: float = 0.0, frames: tuple[str, ...] = (), report: str = "") -> Heartbeat:
+                    stalled_for: float = 0.0, frames: tuple[str, ...] = (), report: str = "",
+                    health: TrainingHealth | None = None) -> Heartbeat:
     record = Heartbeat(rank, step, phase, time.time() if now is None else now, os.getpid(),
                        node_name(), job_id or os.environ.get("SLURM_JOB_ID", ""), problem,
-                       stalled_for, frames, report)
+                       stalled_for, frames, report, health)
+    data = asdict(record)
+    if health is None:
+        del data["health"]
     target = heartbeat_path(directory, rank)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(asdict(record)))
+    tmp.write_text(json.dumps(data))
     os.replace(tmp, target)
     return record
 
@@ -96,6 +120,7 @@ class HeartbeatWriter:
         self.job_id = job_id
         self.phase = "start"
         self.problem = ""
+        self.health: Health | None = None    # the training's health, written with each record
         self.next_at = float("-inf")
         self._warned = False
 
@@ -109,7 +134,8 @@ class HeartbeatWriter:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             write_heartbeat(self.directory, self.rank, step, self.phase, job_id=self.job_id,
-                            problem=self.problem)
+                            problem=self.problem,
+                            health=self.health.record if self.health is not None else None)
         except OSError as exc:
             if not self._warned:
                 self._warned = True

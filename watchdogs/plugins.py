@@ -27,6 +27,7 @@ BUILTIN: Mapping[str, Mapping[str, str]] = {
         "log_stale": "watchdogs.checks.log_stale:LogStaleCheck",
         "disk": "watchdogs.checks.disk:DiskCheck",
         "nodes": "watchdogs.checks.nodes:NodesCheck",
+        "training": "watchdogs.checks.training:TrainingCheck",
     },
     NOTIFIERS_GROUP: {
         "console": "notifiers.console:ConsoleNotifier",

@@ -109,7 +109,9 @@ def main(argv: list[str]) -> int:
         output_dir=str(output_dir), max_steps=args.steps, per_device_train_batch_size=8,
         learning_rate=1e-3, seed=args.seed, data_seed=args.seed, dataloader_num_workers=0,
         save_strategy="steps" if args.save_every else "no", save_steps=args.save_every or 500,
-        logging_strategy="no", report_to="none", disable_tqdm=True, use_cpu=True,
+        # The logged loss is what trainguard's health reads (unfiltered: a NaN must show).
+        logging_strategy="steps", logging_steps=10, logging_nan_inf_filter=False, report_to="none",
+        disable_tqdm=True, use_cpu=True,
         ddp_backend="gloo" if distributed else None)
     torch.manual_seed(args.seed)
     model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, n_positions=SEQ,

@@ -21,7 +21,7 @@ def test_top_level_packages_come_from_this_distribution() -> None:
 
 
 EXPECTED_PLUGINS = {
-    "watchdogs.checks": {"job", "log_stale", "disk", "nodes"},
+    "watchdogs.checks": {"job", "log_stale", "disk", "nodes", "training"},
     "watchdogs.notifiers": {"console", "logfile", "email", "slack", "sms", "webhook", "apprise"},
 }
 

@@ -5,7 +5,8 @@
     guard = accelerate_guard(accelerator)          # signals are caught from here on
     with guard:                                    # an exception: save, exit 1, no requeue
         for step in range(guard.resume(), steps):  # load_state of the newest complete checkpoint
-            train_step(step)                       # (the data position follows from `step`)
+            train_step(step)                       # (the data position follows from `step`);
+                                                   # accelerator.backward(loss) feeds the loss
             guard.step(step)                       # save_state + exit 140 at the agreed step
         guard.finish(step)
 
@@ -45,4 +46,21 @@ def accelerate_guard(accelerator: Any, config: GuardConfig | None = None, **sett
         accelerator.load_state(str(directory))
 
     # Every rank's save_state: model and optimizer on the main process, RNG states per rank.
-    return Guard(cfg, save=save, load=load, save_all_ranks=True).start()
+    guard = Guard(cfg, save=save, load=load, save_all_ranks=True).start()
+    _observe_backward(accelerator, guard)
+    return guard
+
+
+def _observe_backward(accelerator: Any, guard: Guard) -> None:
+    """Training health without user code: every `accelerator.backward(loss)` hands the loss
+    to `guard.observe` (a detached reference, read about once a second: no device sync per
+    step). Batch sizes come from `guard.data(loader)` or `guard.observe(samples=...)`."""
+    if guard.health is None:
+        return
+    backward = accelerator.backward
+    observe = guard.observe
+
+    def observed(loss: Any, **kwargs: Any) -> Any:
+        observe(loss=loss.detach() if hasattr(loss, "detach") else loss)
+        return backward(loss, **kwargs)
+    accelerator.backward = observed

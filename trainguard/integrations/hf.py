@@ -14,6 +14,12 @@ the directory, writes trainguard's completeness marker (COMPLETE.json), keeps th
 `latest_checkpoint` returns the newest *complete* checkpoint, so a save cut off by SIGKILL
 falls back to the previous one.
 
+Training health: the loss is the Trainer's logged mean (every `logging_steps`; set
+`logging_nan_inf_filter=False`, or the Trainer hides a NaN from its logs), the samples are
+`per_device_train_batch_size x gradient_accumulation_steps` per step, tokens come from
+`num_input_tokens_seen` when the Trainer counts them, and the data wait is the time from
+one step's end to the next one's start (the Trainer fetches the batches in between).
+
 Signals: transformers installs no signal handler by default. `enable_jit_checkpoint=True`
 installs its own SIGTERM handler (a second save and no exit code); the callback refuses it
 with a clear error, so that trainguard is the one owner of SIGUSR1 and SIGTERM.
@@ -126,6 +132,8 @@ class TrainguardCallback(TrainerCallback):
         self.guard = (guard or Guard(config if config is not None else config_from(**settings))).start()
         self._pending: Decision | None = None
         self._save_started = 0.0
+        self._step_end: float | None = None
+        self._tokens_seen = 0
 
     # ---- set-up --------------------------------------------------------------------------
     def on_init_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
@@ -139,6 +147,9 @@ class TrainguardCallback(TrainerCallback):
             raise ValueError(f"TrainingArguments.save_total_limit = {limit}: expected None or 2 or more "
                              "(the newest checkpoint may be the one that was cut off); trainguard prunes "
                              f"to keep = {self.guard.config.keep} itself")
+        if self.guard.health is not None and args.logging_nan_inf_filter:
+            log.warning("trainguard: TrainingArguments.logging_nan_inf_filter = True hides a NaN/Inf loss "
+                        "from the logs trainguard reads; set it to False to have a NaN loss stop the run")
         output = _output_dir(args)
         cfg = self.guard.config
         if cfg.checkpoint_dir is None:
@@ -159,9 +170,28 @@ class TrainguardCallback(TrainerCallback):
             self.guard.resumed = Checkpoint(_output_dir(args) / f"checkpoint-{step}", step)
         self.guard.resume()
 
+    # ---- training health ---------------------------------------------------------------
+    def on_step_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                      **kwargs: Any) -> None:
+        # The Trainer fetched this step's batches since the previous step ended: the data wait.
+        health = self.guard.health
+        if health is not None and self._step_end is not None:
+            health.data_time += time.monotonic() - self._step_end
+
+    def on_log(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+               logs: dict[str, float] | None = None, **kwargs: Any) -> None:
+        # The Trainer hands callbacks no per-step loss: its logged mean over logging_steps.
+        if logs and "loss" in logs:
+            self.guard.observe(loss=logs["loss"])
+
     # ---- the poll point ------------------------------------------------------------------
     def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                     **kwargs: Any) -> None:
+        tokens = state.num_input_tokens_seen or 0
+        self.guard.observe(samples=args.per_device_train_batch_size * args.gradient_accumulation_steps,
+                           tokens=tokens - self._tokens_seen)
+        self._tokens_seen = tokens
+        self._step_end = time.monotonic()
         decision = self.guard.check(state.global_step)
         if decision is None:
             if control.should_save:            # the Trainer's own periodic save

@@ -17,6 +17,9 @@ arguments (`TrainguardCallback(checkpoint_dir="ckpt")`). The mapping onto Lightn
 - stop: the checkpoint is saved at the agreed step, then `trainer.should_stop` lets Lightning
   end `fit` the way it ends for early stopping (its end-of-training hooks run); the callback's
   `teardown` then exits with the cause's code (140: the template requeues);
+- training health: the loss of each batch (a reference, read about once a second: no
+  device sync per step), its size (`extract_batch_size`) and the time Lightning spent
+  fetching it (from one batch's end to the next one's start);
 - resume: `ckpt_path=guard.ckpt_path`, the newest checkpoint that loads (a corrupt newest one
   falls back to the previous with a warning); None when there is none.
 
@@ -29,11 +32,13 @@ handled once, by trainguard (one save, one exit code, one requeue by the batch s
 from __future__ import annotations
 
 import logging
+import time
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
+from lightning.pytorch.utilities.data import extract_batch_size
 
 from trainguard.checkpoint import CheckpointError
 from trainguard.config import GuardConfig, config_from
@@ -56,6 +61,7 @@ class TrainguardCallback(pl.Callback):
         self._resolved = False
         self._stopping: tuple[Any, int] | None = None
         self._validating: AbstractContextManager[None] | None = None
+        self._batch_end: float | None = None
         # As early as possible: a USR1 before this point kills the process, and Lightning
         # installs its own USR1 handler (auto-requeue) only if none is installed.
         self.guard.start()
@@ -89,8 +95,19 @@ class TrainguardCallback(pl.Callback):
         self._refuse_silent_restart(trainer)
         self._last_step = self.guard.resume() - 1
 
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any,
+                             batch_idx: int) -> None:
+        # From the previous batch's end to here, Lightning fetched this batch: the data wait.
+        health = self.guard.health
+        if health is not None and self._batch_end is not None:
+            health.data_time += time.monotonic() - self._batch_end
+
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any,
                            batch: Any, batch_idx: int) -> None:
+        # Training health: the loss Lightning returns (a reference; trainguard reads it about
+        # once a second) and the batch's size, for every batch (accumulation ones too).
+        self.guard.observe(loss=_loss_of(outputs), samples=_batch_size(batch))
+        self._batch_end = time.monotonic()
         step = trainer.global_step - 1
         if step == self._last_step or self._stopping is not None:
             return       # a gradient-accumulation batch: no optimizer step, no poll
@@ -148,6 +165,20 @@ class TrainguardCallback(pl.Callback):
         raise CheckpointError(
             f"trainguard has checkpoints in {ckpts.root} but fit() was not given one of them: "
             "pass ckpt_path=<callback>.ckpt_path to Trainer.fit (refusing to start over silently)")
+
+
+def _loss_of(outputs: Any) -> Any:
+    """The loss in what `training_step` returned (a tensor, or a dict with "loss")."""
+    if isinstance(outputs, dict):
+        return outputs.get("loss")
+    return outputs
+
+
+def _batch_size(batch: Any) -> int:
+    try:
+        return int(extract_batch_size(batch))
+    except Exception:  # noqa: BLE001 - a batch Lightning cannot size is counted as none
+        return 0
 
 
 def _check_loadable(directory: Path) -> None:

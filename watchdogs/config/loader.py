@@ -131,7 +131,8 @@ def _section(raw: dict[str, Any], name: str, options: Mapping[str, Any], problem
         if key in values and values[key] is None and option.default is not None:
             values[key] = option.default
     for key, value in values.items():
-        if key in ("state_dir", "cron_dir", "stop_file", "templates") and isinstance(value, str):
+        if key in ("state_dir", "cron_dir", "stop_file", "templates", "metrics_dir") \
+                and isinstance(value, str):
             values[key] = Path(value).expanduser()
     values = {k: _resolve(v, base) for k, v in values.items()}
     problems.extend(f"[{name}]", _path_problems(table, values, options, base))

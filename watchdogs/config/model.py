@@ -30,6 +30,7 @@ class SchedulerSettings:
     heartbeat_every: float = 300.0
     heartbeat_suffixes: bool = True
     mail_user: str | None = None
+    metrics_dir: Path | None = None
 
 
 @dataclass(frozen=True)

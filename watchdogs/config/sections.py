@@ -86,6 +86,9 @@ SCHEDULER = {
     "mail_user": Option(string, default=None,
                         help="Slurm mails this address when the scheduler's own job fails "
                              "(`--mail-type=FAIL,INVALID_DEPEND`)"),
+    "metrics_dir": Option(path, default=None, exists=DIR_OR_NEW,
+                          help="node_exporter's textfile folder: watchdogs.prom is rewritten there "
+                               "each tick (Prometheus text format)"),
 }
 
 CRON = {

@@ -28,6 +28,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from tzlocal import get_localzone
 
 from watchdogs import units
+from watchdogs.scheduler import metrics
 from watchdogs.scheduler import records as records_schema
 from watchdogs.scheduler.inbox import removed_items
 from watchdogs.scheduler.items import Item, check_items, dropin_items
@@ -240,6 +241,7 @@ class Scheduler:
             self.sink.flush(_dt(now))
         except Exception:
             LOG.exception("the result sink failed to flush")
+        metrics.write_tick(self.config.scheduler.metrics_dir, self.runner.store, now)
         if self.config.scheduler.stop_file.exists():
             self.stop.raise_(f"stop file {self.config.scheduler.stop_file} appeared", grace=30.0)
 

@@ -14,6 +14,7 @@ from tzlocal import get_localzone
 
 from watchdogs.dropins.safety import Refusal
 from watchdogs.result import Status, worst
+from watchdogs.scheduler import metrics
 from watchdogs.scheduler.items import Item, all_items
 from watchdogs.scheduler.prune import SCHEDULER_LOGS, prune_files
 from watchdogs.scheduler.records import GuardedRecords
@@ -104,6 +105,7 @@ def run_once(config: Config, store: StateStore, sink: ResultSink, registry: Regi
         sink.flush(_dt(clock()), force=True)
     except StateUnavailable as exc:
         LOG.error("%s: alerts of this run were not recorded or sent", exc)
+    metrics.write_tick(config.scheduler.metrics_dir, store, clock())   # cron-run --once too
     runs = sorted((run for run, _ in finished), key=lambda r: r.item)
     return OnceReport(tuple(runs), tuple(refused), tuple(skipped))
 
