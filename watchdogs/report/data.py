@@ -12,6 +12,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from watchdogs.alerts.silences import Silence
 from watchdogs.report.forecastline import ForecastLine, forecast_line
 
 if TYPE_CHECKING:
@@ -108,16 +109,6 @@ class AlertEntry:
 
 
 @dataclass(frozen=True)
-class Silence:
-    id: int
-    pattern: str
-    starts: float
-    ends: float
-    reason: str
-    author: str
-
-
-@dataclass(frozen=True)
 class Instance:
     id: int
     job_id: str | None
@@ -202,9 +193,8 @@ def gather(config: Config, store: StateStore, now: float) -> Report:
         trainings=tuple(i for i in items if i.kind in TRAINING_TYPES),
         others=tuple(i for i in items if i.kind not in TRAINING_TYPES),
         disks=disks, nodes=nodes, open_alerts=open_alerts, alert_log=_alert_log(db, since),
-        silences=tuple(Silence(r["id"], r["pattern"], r["starts"], r["ends"], r["reason"], r["author"])
-                       for r in _rows(db, "SELECT * FROM silences WHERE ends >= ? ORDER BY starts",
-                                      (since,))),
+        silences=tuple(Silence(**dict(r)) for r in _rows(
+            db, "SELECT * FROM silences WHERE ends >= ? ORDER BY starts", (since,))),
         instances=instances, heartbeat_age=age, stale=stale,
         channels=tuple(Channel(r["channel"], r["failing_since"], r["last_error"], r["last_ok"])
                        for r in _rows(db, "SELECT * FROM channel_health ORDER BY channel")),
