@@ -16,8 +16,12 @@ EDITABLE = --config-settings editable_mode=compat
 DEV_EXTRAS = .[test,torch,lightning,hf,accelerate,hang]
 export WATCHDOGS_CLUSTER_DIR ?= /tmp/watchdogs-dev-cluster
 PYTEST_ARGS ?=
+# The Slurm release of the dev cluster: empty for the host's (22.05 here), or 24.11 / 26.05
+# (a Debian root per release, built once; see slurm/dev_cluster_roots.py).
+SLURM ?=
+SLURM_FLAG = $(if $(SLURM),--slurm $(SLURM))
 
-.PHONY: install install-demo install-dev test demo cluster-up cluster-down cluster-status lint bench clean
+.PHONY: install install-demo install-dev test test-matrix demo cluster-up cluster-down cluster-status lint bench clean
 
 # What a login node needs to run the watchdog: the project and its few dependencies, no torch.
 install: $(VENV)/.installed
@@ -56,10 +60,18 @@ cluster-status:
 
 # Brings the cluster up, runs the whole suite, and brings the cluster down whatever the result.
 test: install-dev
-	slurm/dev-cluster up
-	set -o pipefail; rc=0; \
+	slurm/dev-cluster up $(SLURM_FLAG)
+	set -o pipefail; rc=0; eval "$$(slurm/dev-cluster env)"; \
 	SLURM_CONF=$(WATCHDOGS_CLUSTER_DIR)/slurm.conf $(PY) -m pytest $(PYTEST_ARGS) || rc=$$?; \
 	slurm/dev-cluster down; exit $$rc
+
+# The release matrix (what CI runs): the whole suite on the host's release and the
+# Slurm-facing tests (-m slurm) on the others, the latter side by side, each on a cluster of
+# its own. A table of release, tests, result and time ends the output.
+MATRIX_FULL ?=
+MATRIX_SLURM ?= 24.11 26.05
+test-matrix: install-dev
+	slurm/dev-matrix --full "$(MATRIX_FULL)" --slurm-only "$(MATRIX_SLURM)" -- $(PYTEST_ARGS)
 
 # Installs, brings the cluster up, submits the scheduler with a demo config and drop-ins,
 # waits for results and prints `watchdogs status` and where the logs are.
