@@ -26,6 +26,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import dev_cluster_cgroups
+
 # release -> Debian suite that ships it (checked: trixie 24.11.5, sid 26.05.5).
 SUITES = {"24.11": "trixie", "26.05": "sid"}
 MIRROR = os.environ.get("WATCHDOGS_DEBIAN_MIRROR", "http://deb.debian.org/debian")
@@ -203,9 +205,12 @@ def bind_sources(extra: list[str]) -> list[str]:
     return wanted
 
 
-def chroot_argv(root: Path, argv: list[str], extra: list[str]) -> list[str]:
-    """argv run chrooted into root, in a mount namespace of its own with the binds."""
-    spec = json.dumps({"root": str(root), "dirs": bind_sources(extra), "argv": argv})
+def chroot_argv(root: Path, argv: list[str], extra: list[str], cgroup_subtrees: dict[str, str],
+                stash: Path) -> list[str]:
+    """argv run chrooted into root ("/": not chrooted), in a mount namespace of its own with
+    the binds and, if given, the cluster's own cgroup hierarchy (dev_cluster_cgroups)."""
+    spec = json.dumps({"root": str(root), "dirs": bind_sources(extra) if str(root) != "/" else [],
+                       "argv": argv, "cgroups": cgroup_subtrees, "stash": str(stash)})
     return ["unshare", "--mount", "--propagation", "private", sys.executable,
             str(Path(__file__).resolve()), "exec-in-root", spec]
 
@@ -214,7 +219,18 @@ def exec_in_root(spec_json: str) -> None:
     """Runs in the new mount namespace: bind, chroot, exec (the PID stays the daemon's)."""
     spec = json.loads(spec_json)
     root = Path(spec["root"])
-    for src in [*SYSTEM_DIRS, *spec["dirs"]]:
+    if str(root) != "/":
+        bind_host(root, spec["dirs"])
+    if spec["cgroups"]:
+        dev_cluster_cgroups.isolate(root, spec["cgroups"], Path(spec["stash"]))
+    if str(root) != "/":
+        os.chroot(root)
+        os.chdir("/")
+    os.execvp(spec["argv"][0], spec["argv"])
+
+
+def bind_host(root: Path, dirs: list[str]) -> None:
+    for src in [*SYSTEM_DIRS, *dirs]:
         if not Path(src).exists():
             continue
         dst = root / src.lstrip("/")
@@ -225,9 +241,6 @@ def exec_in_root(spec_json: str) -> None:
         if not dst.exists():
             dst.touch()
         subprocess.run(["mount", "--bind", src, str(dst)], check=True)
-    os.chroot(root)
-    os.chdir("/")
-    os.execvp(spec["argv"][0], spec["argv"])
 
 
 if __name__ == "__main__":

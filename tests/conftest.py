@@ -48,3 +48,11 @@ def slurm_cluster() -> Iterator[Path]:
         os.environ["SLURM_CONF"] = old
     if started_here:
         subprocess.run([sys.executable, str(DEV_CLUSTER), "down"], check=False)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that uses the cluster (directly or through a fixture) is a Slurm test:
+    `-m slurm` then selects all that a Slurm release can change (the release matrix)."""
+    for item in items:
+        if "slurm_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slurm)
