@@ -122,13 +122,25 @@ def test_a_cancel_by_the_owner_says_who_and_is_not_resubmitted(
     assert queued_named(name) == []
 
 
-def test_a_memory_kill_gives_peak_against_request(ended: Ended, tmp_path: Path, store: StateStore) -> None:
+def test_a_memory_kill_gives_peak_against_request(ended: Ended, slurm_cluster: Path, tmp_path: Path,
+                                                  store: StateStore) -> None:
     name, job = f"{ended.prefix}-oom", ended.ids["oom"]
     wait_for(lambda: accounted(job), timeout=60, what="accounting has the memory kill")
     cfg = write_config(tmp_path, config(tmp_path, name, resubmit=script(tmp_path),
                                         output=f"{ended.folder}/%x-%j.out"))
     result = tick(cfg, store)[0]["train"]
     assert result.context["ending"] == "out_of_memory"
+    assert "Not resubmitted: the same request would fail again; raise --mem" in result.summary
+    if "ProctrackType=proctrack/cgroup" in slurm_cluster.read_text():
+        # Memory enforced by the kernel (slurm/dev-cluster's default): Slurm's own state.
+        assert sh("sacct", "-n", "-X", "-o", "State", "-j", job).split() == ["OUT_OF_MEMORY"]
+        assert re.search(r"ran out of memory on node\d after \d+ s: (peak [\d.]+ MiB of the 100.0 "
+                         r"MiB requested|the kernel killed it at its 100.0 MiB limit)",
+                         result.summary), result.summary
+        assert "Slurm recorded" not in result.summary or "last sample" in result.summary
+        assert any("oom" in line.lower() for line in result.details), result.details
+        return
+    # Enforced by polling (`up --cgroup no`, OverMemoryKill): FAILED, killed by signal 9.
     peak = re.search(r"ran out of memory on node\d after \d+ s: peak ([\d.]+) MiB of the 100.0 MiB "
                      r"requested \((\d+) %\)", result.summary)
     assert peak is not None, result.summary
