@@ -133,7 +133,7 @@ def test_a_memory_kill_gives_peak_against_request(ended: Ended, slurm_cluster: P
     assert "Not resubmitted: the same request would fail again; raise --mem" in result.summary
     if "ProctrackType=proctrack/cgroup" in slurm_cluster.read_text():
         # Memory enforced by the kernel (slurm/dev-cluster's default): Slurm's own state.
-        assert sh("sacct", "-n", "-X", "-o", "State", "-j", job).split() == ["OUT_OF_MEMORY"]
+        assert sh("sacct", "-n", "-X", "-P", "-o", "State", "-j", job).split() == ["OUT_OF_MEMORY"]
         assert re.search(r"ran out of memory on node\d after \d+ s: (peak [\d.]+ MiB of the 100.0 "
                          r"MiB requested|the kernel killed it at its 100.0 MiB limit)",
                          result.summary), result.summary
