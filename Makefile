@@ -19,8 +19,8 @@ PYTEST_ARGS ?=
 # The Slurm release of the dev cluster: empty for the host's (22.05 here), or 24.11 / 26.05
 # (a Debian root per release, built once; see slurm/dev_cluster_roots.py).
 SLURM ?=
-# Memory enforcement: empty = cgroups where the machine allows (OUT_OF_MEMORY), `no` = polling
-# (OverMemoryKill: FAILED, signal 9), as some sites still run.
+# Memory enforcement: empty/`no` = polling (OverMemoryKill: FAILED, signal 9), as some sites
+# run; `yes` = cgroups (OUT_OF_MEMORY), as most production clusters do.
 CGROUP ?=
 SLURM_FLAG = $(if $(SLURM),--slurm $(SLURM)) $(if $(CGROUP),--cgroup $(CGROUP))
 
@@ -70,11 +70,11 @@ test: install-dev
 
 # The release matrix (what CI runs): the whole suite on the host's release and the
 # Slurm-facing tests (-m slurm) on the others, the latter side by side, each on a cluster of
-# its own. A table of release, tests, result and time ends the output. `/nocgroup` after a
-# release runs it with memory enforced by polling, so both recordings of a memory kill stay
-# covered on a real cluster.
+# its own. A table of release, tests, result and time ends the output. `<release>/cgroup`
+# runs the tests marked `cgroup` on a cluster enforcing memory with cgroups ("host": the
+# host's release), so both recordings of a memory kill stay covered on a real cluster.
 MATRIX_FULL ?=
-MATRIX_SLURM ?= 24.11 26.05/nocgroup
+MATRIX_SLURM ?= 24.11 26.05 host/cgroup 24.11/cgroup 26.05/cgroup
 test-matrix: install-dev
 	slurm/dev-matrix --full "$(MATRIX_FULL)" --slurm-only "$(MATRIX_SLURM)" -- $(PYTEST_ARGS)
 
