@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -17,7 +18,8 @@ BATCH_24_11 = {"SLURM_NTASKS": "4", "SLURM_OOM_KILL_STEP": "0", "SLURM_PROCID": 
 
 
 @pytest.fixture(scope="module")
-def tiny():  # type: ignore[no-untyped-def]  # a script module loaded by path
+def tiny() -> ModuleType:
+    """slurm/train_tiny.py, a script, loaded by its path."""
     spec = importlib.util.spec_from_file_location("train_tiny_under_test", TINY)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -27,7 +29,8 @@ def tiny():  # type: ignore[no-untyped-def]  # a script module loaded by path
 
 
 @pytest.mark.parametrize("env", [BATCH_26_05, BATCH_24_11], ids=["26.05", "24.11"])
-def test_a_training_started_by_the_batch_script_is_one_process(tiny, monkeypatch, env) -> None:  # type: ignore[no-untyped-def]
+def test_a_training_started_by_the_batch_script_is_one_process(
+        tiny: ModuleType, monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> None:
     for name in ("SLURM_STEP_ID", "SLURM_STEPID", "WORLD_SIZE", "RANK"):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
@@ -35,7 +38,7 @@ def test_a_training_started_by_the_batch_script_is_one_process(tiny, monkeypatch
     assert tiny.world() == (0, 1)
 
 
-def test_inside_an_srun_step_each_task_is_a_rank(tiny, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_inside_an_srun_step_each_task_is_a_rank(tiny: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     for name, value in {"SLURM_STEP_ID": "0", "SLURM_PROCID": "3", "SLURM_NTASKS": "4"}.items():
         monkeypatch.setenv(name, value)
