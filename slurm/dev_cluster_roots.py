@@ -83,6 +83,7 @@ def ensure_debootstrap() -> None:
     if os.geteuid() != 0:
         raise RootError("debootstrap is missing and we are not root to install it")
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    subprocess.run(["apt-get", "update", "-q"], check=True, env=env, stdout=subprocess.DEVNULL)
     subprocess.run(["apt-get", "install", "-y", "-q", "debootstrap"], check=True, env=env,
                    stdout=subprocess.DEVNULL)
 
