@@ -16,8 +16,17 @@ TRAINGUARD_EXTRAS = ./trainguard[torch,lightning,hf,accelerate,hang]
 DEV_EXTRAS = .[test,docs]
 export WATCHDOGS_CLUSTER_DIR ?= /tmp/watchdogs-dev-cluster
 PYTEST_ARGS ?=
+# The Slurm release of the dev cluster: empty for the host's (22.05 here), or 24.11 / 26.05
+# (a Debian root per release, built once; see slurm/dev_cluster_roots.py).
+SLURM ?=
+# Memory enforcement: empty/`no` = polling (OverMemoryKill: FAILED, signal 9), as some sites
+# run; `yes` = cgroups (OUT_OF_MEMORY), as most production clusters do.
+CGROUP ?=
+SLURM_FLAG = $(if $(SLURM),--slurm $(SLURM)) $(if $(CGROUP),--cgroup $(CGROUP))
+# A pytest -m expression both passes of tests/suite.py run (e.g. MARKERS=slurm).
+MARKERS ?=
 
-.PHONY: install install-demo install-dev test-tools test demo cluster-up cluster-down cluster-status lint docs dist bench clean
+.PHONY: install install-demo install-dev test-tools test test-matrix demo cluster-up cluster-down cluster-status lint docs dist bench clean
 
 # What a login node needs to run the watchdog: the project and its few dependencies, no torch.
 install: $(VENV)/.installed
@@ -60,7 +69,7 @@ cluster-status:
 
 # Debian programs the tests run for real: tinyproxy (the HTTP proxy the channels go through)
 # and msmtp (the email channel's sendmail program). Installed when missing and we are root.
-TEST_TOOLS = tinyproxy msmtp chromium
+TEST_TOOLS = tinyproxy msmtp chromium sudo
 test-tools:
 	missing=""; for t in $(TEST_TOOLS); do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
 	if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
@@ -70,11 +79,27 @@ test-tools:
 # Brings the cluster up, runs the whole suite, and brings the cluster down whatever the result.
 # tests/suite.py runs it as users run the project: as the unprivileged user `wdtest` (made on
 # first use), then, as root, only the tests marked `root` (mounts, daemons, other users).
+# SLURM=24.11 runs it on another release (its clients first on PATH, through `env`);
+# MARKERS=slurm selects what both passes run.
 test: install-dev test-tools
-	slurm/dev-cluster up
-	set -o pipefail; rc=0; \
-	SLURM_CONF=$(WATCHDOGS_CLUSTER_DIR)/slurm.conf $(PY) tests/suite.py -- $(PYTEST_ARGS) || rc=$$?; \
+	slurm/dev-cluster up $(SLURM_FLAG)
+	set -o pipefail; rc=0; eval "$$(slurm/dev-cluster env)"; \
+	SLURM_CONF=$(WATCHDOGS_CLUSTER_DIR)/slurm.conf $(PY) tests/suite.py --markers "$(MARKERS)" \
+	  --label "$(or $(SLURM),host)$(if $(filter yes,$(CGROUP)),/cgroup)" -- $(PYTEST_ARGS) || rc=$$?; \
 	slurm/dev-cluster down; exit $$rc
+
+# The release matrix (what CI runs): the whole suite on the host's release and the
+# Slurm-facing tests (-m slurm) on the others, the latter side by side, each on a cluster of
+# its own. A table of release, tests, result and time ends the output. `<release>/cgroup`
+# runs the tests marked `cgroup` on a cluster enforcing memory with cgroups ("host": the
+# host's release), so both recordings of a memory kill stay covered on a real cluster.
+MATRIX_FULL ?=
+MATRIX_SLURM ?= 24.11 26.05 host/cgroup 24.11/cgroup 26.05/cgroup
+# Packages and the releases' roots are installed once, before the runs start side by side
+# (apt and debootstrap do not share a machine well).
+test-matrix: install-dev test-tools
+	slurm/dev-cluster prepare $(foreach r,$(filter-out host,$(sort $(subst /cgroup,,$(MATRIX_FULL) $(MATRIX_SLURM)))),--slurm $(r))
+	slurm/dev-matrix --full "$(MATRIX_FULL)" --slurm-only "$(MATRIX_SLURM)" -- $(PYTEST_ARGS)
 
 # Installs, brings the cluster up, submits the scheduler with a demo config and drop-ins,
 # waits for results and prints `watchdogs status` and where the logs are.

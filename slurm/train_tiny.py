@@ -71,9 +71,16 @@ def world() -> tuple[int, int]:
     env = os.environ
     if "WORLD_SIZE" in env:
         return int(env.get("RANK", "0")), int(env["WORLD_SIZE"])
-    if "SLURM_STEP_ID" in env:
+    if in_srun_step(env):
         return int(env.get("SLURM_PROCID", "0")), int(env.get("SLURM_NTASKS", "1"))
     return 0, 1
+
+
+def in_srun_step(env) -> bool:
+    """SLURM_STEP_ID names a real srun step: Slurm 26.05 also sets it in the batch script
+    (-5), as some releases did for the batch/extern steps (4294967290 and up)."""
+    step = env.get("SLURM_STEP_ID", "")
+    return step.isdigit() and int(step) < 4294967290
 
 
 def import_torch():

@@ -53,12 +53,14 @@ def slurm_cluster() -> Iterator[Path]:
         subprocess.run([sys.executable, str(DEV_CLUSTER), "down"], check=False)
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked `root` run only in the suite's root pass (tests/suite.py); started as an
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that uses the cluster (directly or through a fixture) is a Slurm test:
+    `-m slurm` then selects all that a Slurm release can change (the release matrix).
+    Tests marked `root` run only in the suite's root pass (tests/suite.py); started as an
     ordinary user they are skipped, saying why, instead of failing on a mount."""
-    if os.geteuid() == 0:
-        return
     skip = pytest.mark.skip(reason="needs root: runs in the root pass of tests/suite.py")
     for item in items:
-        if item.get_closest_marker("root") is not None:
+        if "slurm_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slurm)
+        if os.geteuid() != 0 and item.get_closest_marker("root") is not None:
             item.add_marker(skip)

@@ -41,14 +41,16 @@ def caller() -> pwd.struct_passwd:
 
 
 def own_path(raw: str) -> Path:
-    """A path inside the caller's pytest temp folder (or any when root runs us directly)."""
+    """A path inside a folder of the caller's directly under /tmp (pytest's pytest-of-USER,
+    or a --basetemp the caller made), or any path when root runs us directly."""
     path = Path(os.path.realpath(raw))
     user = caller()
     if user.pw_uid == 0:
         return path
-    allowed = Path("/tmp") / f"pytest-of-{user.pw_name}"
-    if allowed not in path.parents:
-        sys.exit(f"privileged: {path} is not under {allowed}")
+    parts = path.parts
+    top = Path("/tmp", parts[2]) if len(parts) > 3 and parts[1] == "tmp" else None
+    if top is None or top.is_symlink() or top.lstat().st_uid != user.pw_uid:
+        sys.exit(f"privileged: {path} is not inside a folder of {user.pw_name}'s in /tmp")
     return path
 
 

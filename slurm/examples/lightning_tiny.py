@@ -57,7 +57,9 @@ def guard_settings(items: list[str]) -> dict[str, Any]:
 def world() -> tuple[int, int]:
     """(rank, world size) inside an srun step (one process per task), else (0, 1)."""
     env = os.environ
-    if "SLURM_STEP_ID" in env and "WORLD_SIZE" not in env:
+    # A real srun step only: Slurm 26.05 sets SLURM_STEP_ID=-5 in the batch script too.
+    step = env.get("SLURM_STEP_ID", "")
+    if step.isdigit() and int(step) < 4294967290 and "WORLD_SIZE" not in env:
         return int(env.get("SLURM_PROCID", "0")), int(env.get("SLURM_NTASKS", "1"))
     return int(env.get("RANK", "0")), int(env.get("WORLD_SIZE", "1"))
 

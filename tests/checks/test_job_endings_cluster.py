@@ -61,14 +61,17 @@ def ended(slurm_cluster: Path, tmp_path_factory: pytest.TempPathFactory) -> Iter
         "timeout": submit(f"{prefix}-timeout", "--time=1", "--output=/dev/null", wrap="sleep 300"),
         "fail": submit(f"{prefix}-fail", f"--output={folder}/%x-%j.out",
                        wrap=f"echo step 10 loss 0.3; echo HF_TOKEN={SECRET}; echo boom >&2; exit 1"),
-        "cancel": submit(f"{prefix}-cancel", "--output=/dev/null", wrap="sleep 300"),
+        "cancel": submit(f"{prefix}-cancel", "--output=/dev/null",
+                         wrap=f"touch {folder}/cancel-started; sleep 300"),
         "nodefail": submit(f"{prefix}-nodefail", "--no-requeue", "-w", "node2", "--output=/dev/null",
                            wrap="sleep 300"),
     }
     try:
         wait_for(lambda: job_state(ids["nodefail"]) == "RUNNING", timeout=60, what="job on node2 running")
         dev_cluster("node-stop", "node2")
-        wait_for(lambda: job_state(ids["cancel"]) == "RUNNING", timeout=60, what="job to cancel running")
+        # RUNNING is the controller's word at allocation: cancelled before slurmd has launched
+        # it (a loaded machine, cgroups to set up), a job can stay COMPLETING for a minute.
+        wait_for(lambda: (folder / "cancel-started").exists(), timeout=60, what="job to cancel started")
         sh("scancel", ids["cancel"])
         yield Ended(folder, prefix, ids)
     finally:
@@ -121,13 +124,26 @@ def test_a_cancel_by_the_owner_says_who_and_is_not_resubmitted(
     assert queued_named(name) == []
 
 
-def test_a_memory_kill_gives_peak_against_request(ended: Ended, tmp_path: Path, store: StateStore) -> None:
+@pytest.mark.cgroup
+def test_a_memory_kill_gives_peak_against_request(ended: Ended, slurm_cluster: Path, tmp_path: Path,
+                                                  store: StateStore) -> None:
     name, job = f"{ended.prefix}-oom", ended.ids["oom"]
     wait_for(lambda: accounted(job), timeout=60, what="accounting has the memory kill")
     cfg = write_config(tmp_path, config(tmp_path, name, resubmit=script(tmp_path),
                                         output=f"{ended.folder}/%x-%j.out"))
     result = tick(cfg, store)[0]["train"]
     assert result.context["ending"] == "out_of_memory"
+    assert "Not resubmitted: the same request would fail again; raise --mem" in result.summary
+    if "ProctrackType=proctrack/cgroup" in slurm_cluster.read_text():
+        # Memory enforced by the kernel (slurm/dev-cluster's default): Slurm's own state.
+        assert sh("sacct", "-n", "-X", "-P", "-o", "State", "-j", job).split() == ["OUT_OF_MEMORY"]
+        assert re.search(r"ran out of memory on node\d after \d+ s: (peak [\d.]+ MiB of the 100.0 "
+                         r"MiB requested|the kernel killed it at its 100.0 MiB limit)",
+                         result.summary), result.summary
+        assert "Slurm recorded" not in result.summary or "last sample" in result.summary
+        assert any("oom" in line.lower() for line in result.details), result.details
+        return
+    # Enforced by polling (`up --cgroup no`, OverMemoryKill): FAILED, killed by signal 9.
     peak = re.search(r"ran out of memory on node\d after \d+ s: peak ([\d.]+) MiB of the 100.0 MiB "
                      r"requested \((\d+) %\)", result.summary)
     assert peak is not None, result.summary

@@ -18,6 +18,9 @@ from watchdogs import humanize
 from watchdogs.slurmctl.sacct import AcctRecord
 from watchdogs.slurmctl.squeue import JobRow
 
+# An OUT_OF_MEMORY job whose recorded MaxRSS is below this share of its request was killed
+# between two samples (cgroup enforcement): its MaxRSS is not its peak.
+SAMPLED_SHORT = 0.9
 COMPLETED, OUT_OF_MEMORY, TIMEOUT, NODE_FAIL = "completed", "out_of_memory", "timeout", "node_fail"
 PREEMPTED, FAILED, CANCELLED, UNKNOWN = "preempted", "failed", "cancelled", "unknown"
 # A partition without a time limit shows one of a year or more (Slurm's INFINITE as minutes):
@@ -167,6 +170,12 @@ class Ending:
         f = self.facts
         if f.max_rss is None or f.mem_per_node is None:
             return "peak memory not recorded"
+        if f.state == "OUT_OF_MEMORY" and f.max_rss < f.mem_per_node * SAMPLED_SHORT:
+            # The kernel (cgroup) killed it at its limit between two of Slurm's samples: the
+            # recorded MaxRSS is a sample from before the growth, not the peak.
+            return (f"the kernel killed it at its {humanize.size(f.mem_per_node)} limit (Slurm "
+                    f"recorded {humanize.size(f.max_rss)} at its last sample before the kill; "
+                    "memory grew faster than it samples)")
         text = (f"peak {humanize.size(f.max_rss)} of the {humanize.size(f.mem_per_node)} "
                 f"requested ({humanize.percent(f.max_rss, f.mem_per_node)})")
         if f.state != "OUT_OF_MEMORY":

@@ -1,0 +1,250 @@
+"""Slurm releases other than the host's for slurm/dev-cluster: a Debian root filesystem per
+release (built once with debootstrap, cached), daemons chrooted into it, and client wrappers.
+
+- The root of a release is built once into a cache folder (~/.cache/watchdogs-dev-cluster/
+  roots/<suite>-<release>) and reused: a second `up` costs nothing here.
+- Each daemon runs chrooted into the root, in a mount namespace of its own, where the host's
+  /proc, /sys, /dev, munged's socket, users (/etc/passwd, /etc/group), /etc/hosts and the
+  folders jobs need (/tmp, /home, /root, the checkout, the Python of its venv) are bound in.
+  The binds live only in that namespace: they vanish with the daemon, so nothing is left
+  mounted on the host and no `rm -rf` of a cluster or cache folder can reach through a bind
+  into /tmp or /home.
+- Slurm clients speak only to controllers at most two releases apart, so every Slurm command
+  of the cluster runs from its root: `<cluster>/bin/<command>` runs the root's binary through
+  the root's dynamic loader and libraries. It keeps the caller's uid and filesystem (sbatch
+  must see the user's files), needs no privilege, and works inside jobs too (the same paths
+  are bound into the root).
+Only the standard library is used: this runs before the project is installed.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import dev_cluster_cgroups
+
+# release -> Debian suite that ships it (checked: trixie 24.11.5, sid 26.05.5).
+SUITES = {"24.11": "trixie", "26.05": "sid"}
+MIRROR = os.environ.get("WATCHDOGS_DEBIAN_MIRROR", "http://deb.debian.org/debian")
+# Slurm's daemons and clients; munge for libmunge (the host's munged serves them);
+# monitoring-plugins-basic for the drop-ins jobs run; procps for ps/pkill in jobs; the shared
+# libraries the host's Python (pyenv-built) and torch load when a job runs them in the root.
+PACKAGES = ("slurmctld", "slurmd", "slurm-client", "slurmdbd", "munge", "monitoring-plugins-basic",
+            "procps", "libssl3t64", "zlib1g", "libncursesw6", "libtinfo6", "libsqlite3-0", "libffi8",
+            "liblzma5", "libbz2-1.0", "libreadline8t64", "libuuid1", "libexpat1", "libstdc++6",
+            "libgomp1")
+LOADER = "lib64/ld-linux-x86-64.so.2"
+LIB_DIRS = ("usr/lib/x86_64-linux-gnu/slurm-wlm", "usr/lib/x86_64-linux-gnu/slurm",
+            "usr/lib/x86_64-linux-gnu", "lib/x86_64-linux-gnu")
+PLUGIN_DIRS = ("usr/lib/x86_64-linux-gnu/slurm-wlm", "usr/lib/x86_64-linux-gnu/slurm")
+# Folders of the host seen at the same path inside the root (when they exist): where users,
+# tests and the CI keep checkouts, venvs, Pythons, job outputs and the cluster's own folder.
+HOST_DIRS = ("/tmp", "/var/tmp", "/home", "/root", "/work", "/srv", "/opt")
+HOST_FILES = ("/etc/passwd", "/etc/group", "/etc/hosts")
+SYSTEM_DIRS = ("/proc", "/sys", "/dev", "/run/munge")
+
+
+class RootError(Exception):
+    """The root filesystem could not be built or does not hold the asked release."""
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "watchdogs-dev-cluster" / "roots"
+
+
+def host_release() -> str:
+    """The host's Slurm release, e.g. "22.05" (from `slurmctld -V`: "slurm-wlm 22.05.8")."""
+    exe = shutil.which("slurmctld") or shutil.which("sinfo")
+    if not exe:
+        return ""
+    out = subprocess.run([exe, "-V"], capture_output=True, text=True, timeout=30).stdout
+    return release_of(out)
+
+
+def release_of(version_line: str) -> str:
+    words = version_line.split()
+    parts = words[-1].split(".") if words else []
+    return ".".join(parts[:2]) if len(parts) >= 2 else ""
+
+
+def root_path(release: str) -> Path:
+    return cache_dir() / f"{SUITES[release]}-{release}"
+
+
+def ensure_debootstrap() -> None:
+    if shutil.which("debootstrap"):
+        return
+    if os.geteuid() != 0:
+        raise RootError("debootstrap is missing and we are not root to install it")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    subprocess.run(["apt-get", "update", "-q"], check=True, env=env, stdout=subprocess.DEVNULL)
+    subprocess.run(["apt-get", "install", "-y", "-q", "debootstrap"], check=True, env=env,
+                   stdout=subprocess.DEVNULL)
+
+
+def ensure_root(release: str, log: Path) -> Path:
+    """The cached root of `release`, built first if missing (about a minute, ~300 MB)."""
+    final = root_path(release)
+    if (final / ".complete").exists():
+        return final
+    if os.geteuid() != 0:
+        raise RootError(f"the Slurm {release} root {final} is not built and we are not root")
+    ensure_debootstrap()
+    final.parent.mkdir(parents=True, exist_ok=True)
+    # Built beside the final place and renamed: two clusters starting at once never see a
+    # half-built root.
+    work = Path(tempfile.mkdtemp(prefix=".build-", dir=final.parent))
+    target = work / "root"
+    with open(log, "ab") as out:
+        rc = subprocess.run(["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}",
+                             SUITES[release], str(target), MIRROR], stdout=out,
+                            stderr=subprocess.STDOUT).returncode
+    if rc != 0:
+        shutil.rmtree(work, ignore_errors=True)
+        raise RootError(f"debootstrap {SUITES[release]} failed (exit {rc}); see {log}")
+    try:
+        finish_root(target, release)
+    except RootError:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    try:
+        target.rename(final)
+    except OSError:
+        if not (final / ".complete").exists():
+            raise
+    shutil.rmtree(work, ignore_errors=True)
+    return final
+
+
+def in_root(root: Path, path: str) -> Path:
+    """path as the root sees it: absolute symlinks (Debian's alternatives, /lib64) resolved
+    against the root, not the host."""
+    current = root
+    parts = list(Path(path.lstrip("/")).parts)
+    for _ in range(64):
+        if not parts:
+            return current
+        nxt = current / parts.pop(0)
+        if nxt.is_symlink():
+            target = os.readlink(nxt)
+            parts = list(Path(target.lstrip("/")).parts) + parts
+            if target.startswith("/"):
+                current = root
+            continue
+        current = nxt
+    raise RootError(f"too many symlinks resolving {path} in {root}")
+
+
+def finish_root(target: Path, release: str) -> None:
+    """Checks the release a fresh root holds and makes the mount points of the binds."""
+    got = root_release(target)
+    if got != release:
+        raise RootError(f"Debian {SUITES[release]} now ships Slurm {got or '?'}, not {release}")
+    for host_dir in HOST_DIRS:
+        # Mount points for the binds (inside the root, never on the host).
+        (target / host_dir.lstrip("/")).mkdir(parents=True, exist_ok=True)
+    (target / "run" / "munge").mkdir(parents=True, exist_ok=True)
+    (target / ".complete").write_text(json.dumps({"release": release, "suite": SUITES[release]}))
+
+
+def loader_argv(root: Path, program: str, argv0: str) -> list[str]:
+    dirs = [str(in_root(root, d)) for d in LIB_DIRS if in_root(root, d).is_dir()]
+    libs = ":".join(dict.fromkeys(dirs))
+    return [str(in_root(root, LOADER)), "--library-path", libs, "--argv0", argv0,
+            str(in_root(root, program))]
+
+
+def root_release(root: Path) -> str:
+    out = subprocess.run([*loader_argv(root, "usr/sbin/slurmctld", "slurmctld"), "-V"],
+                         capture_output=True, text=True, timeout=60)
+    return release_of(out.stdout)
+
+
+def plugin_dir(root: Path) -> Path:
+    """The root's plugins at their host path; the same path works inside the root because
+    the folder holding the cache is bound in at the same place."""
+    return next((root / d for d in PLUGIN_DIRS if (root / d / "select_cons_tres.so").exists()),
+                root / PLUGIN_DIRS[0])
+
+
+def client_commands(root: Path) -> list[str]:
+    """Every command of slurm-client (squeue, sbatch, ... as the root's dpkg lists them)."""
+    listing = root / "var" / "lib" / "dpkg" / "info" / "slurm-client.list"
+    names = [Path(p).name for p in listing.read_text().split() if p.startswith("/usr/bin/")]
+    return sorted(n for n in names if (root / "usr" / "bin" / n).is_file())
+
+
+def write_wrappers(root: Path, bin_dir: Path) -> None:
+    """<cluster>/bin/<command>: the root's command through the root's loader, for anyone."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    bin_dir.chmod(0o755)
+    for name in client_commands(root):
+        argv = " ".join(_sh_quote(a) for a in loader_argv(root, f"usr/bin/{name}", name))
+        path = bin_dir / name
+        path.write_text(f"#!/bin/sh\n# Slurm's {name} from {root} (written by slurm/dev-cluster)\n"
+                        f'exec {argv} "$@"\n')
+        path.chmod(0o755)
+
+
+def _sh_quote(s: str) -> str:
+    return "'" + s.replace("'", "'\\''") + "'"
+
+
+def bind_sources(extra: list[str]) -> list[str]:
+    """Host folders bound at the same path into the root: the usual ones and the top folder
+    of each extra path (the checkout, the venv's Python, the cache of roots)."""
+    tops = {"/" + Path(p).resolve().parts[1] for p in extra if len(Path(p).resolve().parts) > 1}
+    wanted = [d for d in HOST_DIRS if Path(d).is_dir()]
+    wanted += sorted(t for t in tops if t not in wanted and Path(t).is_dir()
+                     and t not in ("/usr", "/etc", "/lib", "/lib64", "/bin", "/sbin", "/var"))
+    return wanted
+
+
+def chroot_argv(root: Path, argv: list[str], extra: list[str], cgroup_subtrees: dict[str, str],
+                stash: Path) -> list[str]:
+    """argv run chrooted into root ("/": not chrooted), in a mount namespace of its own with
+    the binds and, if given, the cluster's own cgroup hierarchy (dev_cluster_cgroups)."""
+    spec = json.dumps({"root": str(root), "dirs": bind_sources(extra) if str(root) != "/" else [],
+                       "argv": argv, "cgroups": cgroup_subtrees, "stash": str(stash)})
+    return ["unshare", "--mount", "--propagation", "private", sys.executable,
+            str(Path(__file__).resolve()), "exec-in-root", spec]
+
+
+def exec_in_root(spec_json: str) -> None:
+    """Runs in the new mount namespace: bind, chroot, exec (the PID stays the daemon's)."""
+    spec = json.loads(spec_json)
+    root = Path(spec["root"])
+    if str(root) != "/":
+        bind_host(root, spec["dirs"])
+    if spec["cgroups"]:
+        dev_cluster_cgroups.isolate(root, spec["cgroups"], Path(spec["stash"]))
+    if str(root) != "/":
+        os.chroot(root)
+        os.chdir("/")
+    os.execvp(spec["argv"][0], spec["argv"])
+
+
+def bind_host(root: Path, dirs: list[str]) -> None:
+    for src in [*SYSTEM_DIRS, *dirs]:
+        if not Path(src).exists():
+            continue
+        dst = root / src.lstrip("/")
+        dst.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["mount", "--rbind", src, str(dst)], check=True)
+    for src in HOST_FILES:
+        dst = root / src.lstrip("/")
+        if not dst.exists():
+            dst.touch()
+        subprocess.run(["mount", "--bind", src, str(dst)], check=True)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "exec-in-root":
+        exec_in_root(sys.argv[2])
+    sys.exit("usage: dev_cluster_roots.py exec-in-root SPEC (used by slurm/dev-cluster)")
