@@ -189,10 +189,9 @@ def test_a_command_file_applied_twice_makes_one_silence(site: Site) -> None:
     assert not os.path.exists(inbox.folder(site.state) / command.name)
 
 
-@pytest.mark.root
 def test_a_full_state_disk_still_answers_status_and_alerts_and_leaves_no_scratch(
         site: Site, tmpfs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Root: mounts a real 2 MiB tmpfs (filled with dd)."""
+    """A real 2 MiB tmpfs (mounted for the user by tests/privileged.py), filled with dd."""
     scratch = site.root / "tmp"
     scratch.mkdir()
     monkeypatch.setenv("TMPDIR", str(scratch))

@@ -5,66 +5,47 @@ one and exits 4 without a requeue (no traceback, no "the training raised OSError
 from __future__ import annotations
 
 import os
-import pwd
-import shutil
 import signal
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import wait_for
+from tests.helpers import tmpfs, wait_for
 from tests.trainguard.support import PYTHON, TRAIN_TINY, read_steps, train_env
 from trainguard.checkpoint import Checkpoints, is_complete, step_name
 
 
 @pytest.fixture
-def small_disk() -> Iterator[Path]:
-    """A 4 MiB tmpfs owned by wdtest. Root is needed to mount it; the training then runs
-    as wdtest."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root to mount a tmpfs")
-    user = pwd.getpwnam("wdtest")
-    where = Path(tempfile.mkdtemp(prefix="wd-full-"))
-    where.chmod(0o755)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size=4m,uid={user.pw_uid},gid={user.pw_gid},mode=0700",
-                    "tmpfs", str(where)], check=True)
-    try:
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 4 MiB tmpfs owned by the user running the test (mounted by tests/privileged.py)."""
+    with tmpfs(tmp_path / "disk", "4m") as where:
         yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=False)
-        shutil.rmtree(where, ignore_errors=True)
 
 
 def _fill(folder: Path) -> None:
-    """Take every free block (as wdtest, the owner of the filesystem)."""
-    subprocess.run(["runuser", "-u", "wdtest", "--", "dd", "if=/dev/zero", f"of={folder / 'filler'}",
-                    "bs=64k"], capture_output=True, check=False)
+    """Take every free block."""
+    subprocess.run(["dd", "if=/dev/zero", f"of={folder / 'filler'}", "bs=64k"], capture_output=True,
+                   check=False)
 
 
-@pytest.mark.root
 @pytest.mark.timeout(180)
-def test_a_stop_save_on_a_full_disk_keeps_the_last_good_checkpoint_and_says_why(small_disk: Path) -> None:
+def test_a_stop_save_on_a_full_disk_keeps_the_last_good_checkpoint_and_says_why(small_disk: Path,
+                                                                               tmp_path: Path) -> None:
     ckpt = small_disk / "ckpt"
-    logs = Path(tempfile.mkdtemp(prefix="wd-full-log-"))   # the step log: not on the full disk
-    os.chown(logs, pwd.getpwnam("wdtest").pw_uid, -1)
-    steps = logs / "steps"
-    proc = subprocess.Popen(["runuser", "-u", "wdtest", "--", PYTHON, str(TRAIN_TINY), "--steps", "2000",
+    steps = tmp_path / "steps"   # the step log: not on the full disk
+    proc = subprocess.Popen([PYTHON, str(TRAIN_TINY), "--steps", "2000",
                              "--step-sleep", "0.02", "--save-every", "10", "--step-log", str(steps),
                              "--guard", f"checkpoint_dir={ckpt}"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=train_env(), cwd="/")
     try:
         wait_for(lambda: steps.exists() and len(read_steps(steps)) >= 25, 60, 0.05, "step 25")
         _fill(small_disk)
-        # The time-limit warning (save and requeue), to the training itself (runuser's child).
-        child = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()
-        os.kill(int(child[0]), signal.SIGUSR1)
+        proc.send_signal(signal.SIGUSR1)   # the time-limit warning: save and requeue
         _, err = proc.communicate(timeout=60)
     finally:
         proc.kill()
-        shutil.rmtree(logs, ignore_errors=True)
     assert proc.returncode == 4, err[-3000:]               # EXIT_CANNOT_SAVE: no requeue
     assert "Traceback" not in err and "the training raised" not in err
     assert "but saving it failed: the checkpoint disk is full" in err
@@ -73,4 +54,4 @@ def test_a_stop_save_on_a_full_disk_keeps_the_last_good_checkpoint_and_says_why(
     assert last is not None and is_complete(last.path) and last.step >= 19
     assert f"the last good checkpoint, step {last.step}" in err
     assert not list(ckpt.glob(".tmp-step-*"))              # the partial save is gone
-    assert (ckpt / step_name(last.step)).stat().st_uid == pwd.getpwnam("wdtest").pw_uid
+    assert (ckpt / step_name(last.step)).stat().st_uid == os.getuid()   # the user who trains
