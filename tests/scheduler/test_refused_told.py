@@ -17,8 +17,8 @@ def channels(site: Site, smtp: SmtpServer, log: Path) -> None:
 
 
 def test_refused_drop_ins_are_told_once_with_reason_and_fix(site: Site, tmp_path: Path) -> None:
-    shared = site.dropin("shared.sh", "#!/bin/sh\necho 'OK - shared'\n", mode=0o777)
-    dangling = site.cron / "cron.hourly" / "gone.sh"
+    shared = site.dropin("shared", "#!/bin/sh\necho 'OK - shared'\n", mode=0o777)
+    dangling = site.cron / "cron.hourly" / "gone"
     dangling.symlink_to(tmp_path / "no-such-script.sh")
     log = tmp_path / "alerts.log"
     with SmtpServer() as smtp:

@@ -114,7 +114,10 @@ def _once(args: argparse.Namespace) -> CommandResult:
     finally:
         signal.signal(signal.SIGTERM, previous)
         remove_scratch()
-    lines = [f"DISABLED channel {name}: {'; '.join(why)}" for name, why in sorted(disabled.items())]
+    # The terminal gets each problem whole (file, table, key, value, what was expected); the
+    # alert to the other channels carries the short form.
+    lines = [f"DISABLED channel {name}: {'; '.join(one_line(str(p)) for p in problems)}"
+             for name, problems in sorted(broken.items())]
     items = []
     for run in report.runs:
         status = run.result.status.name if run.result else "UNKNOWN"
