@@ -282,9 +282,12 @@ class JobCheck(Check):
             record = records.get(row.raw_id)
             if not (row.running or row.queued) or record is None:
                 continue
-            # The job is alive: every run accounting shows ended is an earlier one (its
-            # record of the new run may not be there yet, leaving the requeued run newest).
-            runs = (*record.earlier_ends, record.end)
+            # The job is alive: every earlier run accounting shows was requeued. Its newest
+            # run counts only when accounting calls it REQUEUED (the record of the new run may
+            # not be there yet); an end in any other state is this run ending (a cancel that
+            # accounting records before squeue stops listing the job), not a requeue.
+            newest = (record.end,) if record.state == "REQUEUED" else ()
+            runs = (*record.earlier_ends, *newest)
             ends = [e.timestamp() for e in runs if e is not None]
             new = [e for e in ends if e >= int(since) and e not in told.get(row.raw_id, [])
                    and e > until.get(row.raw_id, float("-inf"))]
