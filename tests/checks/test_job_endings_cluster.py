@@ -306,9 +306,14 @@ def test_a_time_limit_with_a_fresh_checkpoint_is_resubmitted(ended: Ended, tmp_p
     name, job = f"{ended.prefix}-timeout", ended.ids["timeout"]
     checkpoints, beats = tmp_path / "ckpt", tmp_path / "beats"
     (checkpoints / "step-00000042").mkdir(parents=True)
-    wait_for(lambda: job_state(job) == "RUNNING", what="time-limited job running")
-    time.sleep(1.1)  # the checkpoint is committed after the job started (mtime has 1 s steps here)
-    (checkpoints / "step-00000042" / "COMPLETE.json").write_text('{"step": 42}')
+    # The module's other tests may outlast the job's 1-minute limit: running or already ended.
+    wait_for(lambda: job_state(job) in ("RUNNING", "COMPLETING", "TIMEOUT"), what="time-limited job started")
+    started = datetime.fromisoformat(re.search(r"StartTime=(\S+)", sh("scontrol", "show", "job", job))[1])
+    marker = checkpoints / "step-00000042" / "COMPLETE.json"
+    marker.write_text('{"step": 42}')
+    # Committed during the run, a second after it started (as a save would be).
+    for path in (marker, marker.parent):
+        os.utime(path, (started.timestamp() + 1, started.timestamp() + 1))
     beats.mkdir()
     (beats / "rank-0.json").write_text(json.dumps({"rank": 0, "step": 50, "phase": "train",
                                                    "time": datetime.now().timestamp(), "job_id": job}))

@@ -56,7 +56,9 @@ def test_a_loss_that_turns_nan_ends_the_job_with_exit_5_not_requeued_and_the_ale
     assert sh("sacct", "-n", "-X", "-P", "-j", job, "-o", "ExitCode").strip() == "5:0"
     assert cluster.field(job, "Restarts") == "0"
     log = out.read_text()
-    assert "training exited 5 (loss NaN/Inf; the poisoned state was not saved): not requeueing" in log
+    said = next(line for line in log.splitlines() if "training exited 5" in line)
+    assert "training exited 5 (loss NaN/Inf; the poisoned state was not saved" in said, log[-2000:]
+    assert said.endswith(": not requeueing") and "after step" in said, said
     found = re.search(r"trainguard: loss nan at step (\d+)", log)
     assert found, log[-3000:]
     step = int(found.group(1))
