@@ -200,7 +200,8 @@ def test_a_ca_file_others_can_write_disables_that_channel_alone(site: Site) -> N
                       'ca_file = "ca.pem"\n' + '[[notify]]\nname = "log"\ntype = "logfile"\npath = "a.log"\n')
     site.dropin("disk", script("echo disk on fire; exit 2"))
     done = site.watchdogs("run", "--once")
-    assert "DISABLED channel wh: key 'ca_file'" in done.stdout
+    disabled = next(line for line in done.stdout.splitlines() if line.startswith("DISABLED channel wh: "))
+    assert str(site.config) in disabled and "key 'ca_file'" in disabled, disabled
     assert f"{ca}: writable by others (mode 0666)" in done.stdout
     assert "alert channel wh is disabled" in (site.root / "a.log").read_text()
 

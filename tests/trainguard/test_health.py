@@ -69,7 +69,8 @@ def test_a_nan_loss_stops_the_training_without_saving_and_exits_5(tmp_path: Path
     assert found, done.stderr[-3000:]
     nan_step, finite_step = int(found.group(1)), int(found.group(2))
     assert finite_step < nan_step and 50 <= nan_step < 150
-    assert f"stopping after step {nan_step}: nan_loss -> exit 5 (no requeue)" in done.stderr
+    assert f"stopping after step {nan_step}: nan_loss -> exit 5 (no checkpoint saved: not requeued)" \
+        in done.stderr
     # Nothing saved once the loss was NaN: the newest checkpoint is from before the jump.
     newest = Checkpoints(tmp_path / "ckpt").complete()[0]
     assert newest.step < 51, newest
@@ -84,7 +85,8 @@ def test_the_rollback_policy_exits_140_without_saving_so_the_last_good_checkpoin
     done = run_tiny(tmp_path, "--steps", "300", "--lr-jump-step", "50", "--save-every", "10",
                     "--step-sleep", "0.01", env={"TRAINGUARD_POLICY_NAN_LOSS": "rollback"})
     assert done.returncode == EXIT_REQUEUE, done.stderr[-3000:]
-    assert "nan_loss -> exit 140 (requeue)" in done.stderr
+    assert "nan_loss -> exit 140 (no checkpoint saved: requeue, resuming from the last checkpoint" \
+        in done.stderr
     assert Checkpoints(tmp_path / "ckpt").complete()[0].step < 51
     [beat] = read_heartbeats(tmp_path / "hb")
     assert beat.health is not None and beat.health.action.startswith("rolled back: exit 140 without saving")
