@@ -45,7 +45,9 @@ PLUGIN_DIRS = ("usr/lib/x86_64-linux-gnu/slurm-wlm", "usr/lib/x86_64-linux-gnu/s
 # Folders of the host seen at the same path inside the root (when they exist): where users,
 # tests and the CI keep checkouts, venvs, Pythons, job outputs and the cluster's own folder.
 HOST_DIRS = ("/tmp", "/var/tmp", "/home", "/root", "/work", "/srv", "/opt")
-HOST_FILES = ("/etc/passwd", "/etc/group", "/etc/hosts")
+# shadow too: Slurm 26.05 gets a job's login environment (`su - USER`) for --export=ALL,VAR=...,
+# and PAM's account check inside the root fails for a user its own shadow file does not list.
+HOST_FILES = ("/etc/passwd", "/etc/group", "/etc/shadow", "/etc/gshadow", "/etc/hosts")
 SYSTEM_DIRS = ("/proc", "/sys", "/dev", "/run/munge")
 
 
@@ -238,6 +240,8 @@ def bind_host(root: Path, dirs: list[str]) -> None:
         dst.mkdir(parents=True, exist_ok=True)
         subprocess.run(["mount", "--rbind", src, str(dst)], check=True)
     for src in HOST_FILES:
+        if not Path(src).exists():
+            continue
         dst = root / src.lstrip("/")
         if not dst.exists():
             dst.touch()
