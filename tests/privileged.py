@@ -193,7 +193,9 @@ def main(argv: list[str]) -> int:
     elif opts.cmd == "hung-mount":
         hung_mount(own_path(opts.path))
     else:
-        os.lchown(own_path(opts.path), 65534, 65534)
+        # The name itself, not what it points to: giving away a symlink is giving the link.
+        given = Path(opts.path)
+        os.lchown(own_path(str(given.parent)) / given.name, 65534, 65534)
     return 0
 
 
