@@ -52,10 +52,6 @@ install-dev: $(VENV)/.installed-dev
 $(VENV)/.installed-dev: $(VENV)/.installed
 	$(PY) -m pip install -q $(TORCH_PIN)
 	$(PY) -m pip install -q $(TORCH_PIN) -e '$(TRAINGUARD_EXTRAS)' -e '$(DEV_EXTRAS)'
-	# The real collector for the metrics textfile test (tests/scheduler/test_metrics.py).
-	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && ! command -v prometheus-node-exporter >/dev/null; then \
-	  apt-get install -y -q --no-install-recommends prometheus-node-exporter || \
-	  echo "prometheus-node-exporter not installed: the textfile-collector test is skipped"; fi
 	touch $@
 
 cluster-up:
@@ -67,9 +63,11 @@ cluster-down:
 cluster-status:
 	slurm/dev-cluster status
 
-# Debian programs the tests run for real: tinyproxy (the HTTP proxy the channels go through)
-# and msmtp (the email channel's sendmail program). Installed when missing and we are root.
-TEST_TOOLS = tinyproxy msmtp chromium sudo
+# Debian programs the tests run for real: tinyproxy (the HTTP proxy the channels go through),
+# msmtp (the email channel's sendmail program), chromium (the status page), sudo (the test
+# user's privileged helper) and node_exporter (the metrics textfile). Installed when missing
+# and we are root, after one `apt-get update` (a fresh machine's lists may be empty).
+TEST_TOOLS = tinyproxy msmtp chromium sudo prometheus-node-exporter
 test-tools:
 	missing=""; for t in $(TEST_TOOLS); do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
 	if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
