@@ -32,7 +32,7 @@ from watchdogs.config.options import (
 )
 from watchdogs.config.paths import FILE_TRUSTED
 from watchdogs.errors import SlurmError, WatchdogsError
-from watchdogs.result import CheckResult, Notice
+from watchdogs.result import CheckResult, JobLook, Notice
 from watchdogs.slurmctl import resubmit
 
 if TYPE_CHECKING:
@@ -182,10 +182,12 @@ class JobCheck(Check):
             self.accounting_window(ctx)
         rows = self._rows(ctx)
         said = self._notices(ctx, rows)
+        last = (ctx.store.kv_get(MEMORY, self.name, {}).get("job_ids") or [None])[-1]
         self._remember(ctx, verdict, rows)
         result = (self._gone(ctx, rows) if verdict.kind == GONE else
                   CheckResult(verdict.status, verdict.summary, verdict.details, verdict.metrics,
                               verdict.context, verdict.fingerprint))
+        result = dataclasses.replace(result, look=_look(verdict, last, result.summary))
         if not said:
             return result
         # The lifecycle's own `ended` notice already tells a completion.
@@ -355,3 +357,12 @@ class WatchesLinkedJob:
     def watched_jobs(self, ctx: TickContext) -> list[JobSpec]:
         linked = self.linked_job(ctx)
         return [linked.spec] if linked is not None else []
+
+
+def _look(verdict: Assessment, last_id: str | None, summary: str) -> JobLook:
+    """This look for the report's timeline (watchdogs.scheduler.story)."""
+    row = (verdict.running or verdict.queued or (None,))[0]
+    if row is None:
+        return JobLook(verdict.kind, last_id, None, summary)
+    return JobLook(verdict.kind, row.raw_id, row.start.timestamp() if row.running and row.start else None,
+                   "" if row.running else row.reason)

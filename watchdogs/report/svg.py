@@ -34,6 +34,8 @@ class Series:
     """(unix time, value), in time order."""
     dashed: bool = False
     colour: str = "#2f6690"
+    line: bool = True
+    """False: dots only (checkpoints: moments, not a quantity that moves between them)."""
 
 
 @dataclass(frozen=True)
@@ -135,14 +137,19 @@ def line_chart(series: Sequence[Series], *, title: str, y_label: str, fmt: Calla
                      f'y1="{y(lv.value):.1f}" y2="{y(lv.value):.1f}"/>'
                      f'<text class="levlab" fill="{lv.colour}" '
                      f'x="{WIDTH - RIGHT - 2}" y="{y(lv.value) - 4:.1f}">{escape(lv.label)}</text>')
-    for m in marks:
+    for i, m in enumerate(marks):  # labels a line apart, so that close marks stay readable
         parts.append(f'<line class="mark" stroke="{m.colour}" x1="{x(m.t):.1f}" x2="{x(m.t):.1f}" '
-                     f'y1="{TOP}" y2="{HEIGHT - BOTTOM}"/><text class="marklab" fill="{m.colour}" '
-                     f'x="{x(m.t) - 4:.1f}" y="{TOP + 12}">{escape(m.label)}</text>')
+                     f'y1="{TOP}" y2="{HEIGHT - BOTTOM}"><title>{escape(m.label)}</title></line>'
+                     f'<text class="marklab" fill="{m.colour}" x="{x(m.t) - 4:.1f}" '
+                     f'y="{TOP + 12 + 13 * (i % 3)}">{escape(m.label)}</text>')
     for s in series:
         pts = thin(s.points)
         text = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in pts)
         dash = ' stroke-dasharray="6 4"' if s.dashed else ""
+        if not s.line:
+            parts += [f'<circle class="point" data-label="{escape(s.label)}" cx="{x(t):.1f}" cy="{y(v):.1f}" '
+                      f'r="3.5" fill="{s.colour}"><title>{escape(s.label)}</title></circle>' for t, v in pts]
+            continue
         parts.append(f'<polyline class="series" data-label="{escape(s.label)}" data-points="{len(pts)}" '
                      f'stroke="{s.colour}"{dash} points="{text}"><title>{escape(s.label)}</title></polyline>')
         if len(pts) <= DOTS and not s.dashed:  # few readings: each one seen (one alone has no line)

@@ -40,6 +40,7 @@ from watchdogs.scheduler.runner import Due, Finished, LoopEvent, Runner
 from watchdogs.scheduler.runs import FinishedRun, cut_off_by_job_end
 from watchdogs.scheduler.stopflag import StopFlag
 from watchdogs.schedules import first_run, make_trigger
+from watchdogs.state import history
 
 if TYPE_CHECKING:
     from watchdogs.config.model import Config
@@ -132,6 +133,7 @@ class Scheduler:
         is full or broken (checks keep their memory there, drop-ins their logs), the real
         one again when it can be written. Taken by the next batch started."""
         store.ensure_schema(records_schema.SCHEMA, records_schema.VERSION, records_schema.DDL)
+        history.ensure(store)
         self.records.store = store
         self.runner.store = store
 
