@@ -138,7 +138,7 @@ def render(report: Report, env: jinja2.Environment | None = None) -> str:
         disks={k: [markup(c) for c in v] for k, v in disks.items()},
         stories={k: [markup(c) for c in v] for k, v in stories.items()},
         node_charts={k: markup(v) for k, v in nodes.items() if v},
-        colours=svg.STATUS_COLOURS, event_colours=storycharts.EVENT_COLOURS,
+        year=365 * 86400.0, colours=svg.STATUS_COLOURS, event_colours=storycharts.EVENT_COLOURS,
         checkpoint=storycharts.CHECKPOINT, drained=storycharts.DRAINED, down=storycharts.DOWN)
 
 

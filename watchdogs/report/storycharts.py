@@ -44,7 +44,7 @@ def training_charts(story: TrainingStory, now: float) -> list[str]:
         series.append(svg.Series("checkpoint saved", tuple((t, float(step)) for t, step in checkpoints),
                                  colour=CHECKPOINT, line=False))
     charts = [svg.line_chart(series, title=f"{story.item}: training step over time, checkpoints as dots",
-                             y_label="step", fmt=_count, t0=t0, t1=t1, marks=marks)]
+                             y_label="step", fmt=_count, t0=t0, t1=t1, marks=marks, whole=True)]
     rates = tuple((s.t, s.rate) for s in samples if s.rate is not None)
     if rates:
         unit = next(s.unit for s in reversed(samples) if s.rate is not None) or "steps"
@@ -79,4 +79,4 @@ def nodes_chart(name: str, nodes: NodesHistory, now: float) -> str | None:
     total = nodes.counts[-1].total
     return svg.line_chart(series, title=f"{name}: nodes drained and down over time", y_label="nodes",
                           fmt=_count, t0=nodes.counts[0].t, t1=now,
-                          levels=[svg.Level(f"all {total}", float(total), "#bbbbbb")])
+                          levels=[svg.Level(f"all {total}", float(total), "#bbbbbb")], whole=True)

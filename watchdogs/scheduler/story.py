@@ -47,7 +47,8 @@ def events_between(item: str, t: float, before: JobLook | None, now: JobLook,
             add("running")
     elif now.phase == "queued":
         if same and was == "running":
-            add(_kind_of_requeue(now.reason), f"waiting again ({now.reason})" if now.reason else "")
+            waits = now.reason not in ("", "None")
+            add(_kind_of_requeue(now.reason), f"waiting again ({now.reason})" if waits else "waiting again")
         elif was != "queued":
             add("queued", now.reason)
     elif now.phase == "gone":
