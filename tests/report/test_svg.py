@@ -127,4 +127,4 @@ def test_checkpoints_are_dots_without_a_line_and_marks_near_the_axis_are_labelle
     assert re.findall(r'data-label="([^"]+)"', text) == ["step", "checkpoint saved", "checkpoint saved"]
     assert text.count('<circle class="point" data-label="checkpoint saved"') == 2
     near, far = re.findall(r'<text class="marklab"[^>]*>', text)
-    assert 'text-anchor="start"' in near and "text-anchor" not in far
+    assert "text-anchor: start" in near and "text-anchor" not in far

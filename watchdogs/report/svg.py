@@ -147,7 +147,8 @@ def line_chart(series: Sequence[Series], *, title: str, y_label: str, fmt: Calla
         pts = thin(s.points)
         text = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in pts)
         dash = ' stroke-dasharray="6 4"' if s.dashed else ""
-        if not s.line:
+        if not s.line:  # moments (checkpoints): as many dots as a chart shows apart, the last kept
+            pts = thin(s.points, DOTS)
             parts += [f'<circle class="point" data-label="{escape(s.label)}" cx="{x(t):.1f}" cy="{y(v):.1f}" '
                       f'r="3.5" fill="{s.colour}"><title>{escape(s.label)}</title></circle>' for t, v in pts]
             continue
@@ -180,7 +181,7 @@ def _beside(at: float) -> str:
     """A mark's label left of its line, or right of it near the value axis (where it would
     run over the axis' numbers)."""
     if at - LEFT < 160:
-        return f'x="{at + 4:.1f}" text-anchor="start"'
+        return f'x="{at + 4:.1f}" style="text-anchor: start"'
     return f'x="{at - 4:.1f}"'
 
 
