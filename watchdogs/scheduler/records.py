@@ -11,7 +11,6 @@ import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from watchdogs.state import history
 from watchdogs.state.store import StateStore, state_problem
 
 if TYPE_CHECKING:
@@ -39,6 +38,9 @@ class Records:
     def __init__(self, store: StateStore) -> None:
         self.store = store
         store.ensure_schema(SCHEMA, VERSION, DDL)
+        # Here, not at the top: `status` reads these tables and needs nothing of the history.
+        from watchdogs.state import history
+
         history.ensure(store)
 
     # -- instances -------------------------------------------------------------------
@@ -166,6 +168,8 @@ class Records:
         result, which lives in sched_items)."""
         with self.store.transaction() as db:
             runs = db.execute("DELETE FROM sched_runs WHERE started < ?", (cutoff,)).rowcount
+            from watchdogs.state import history
+
             runs += history.prune(db, cutoff)
             db.execute("DELETE FROM sched_instances WHERE ended IS NOT NULL AND ended < ? AND id NOT IN"
                        " (SELECT id FROM sched_instances ORDER BY id DESC LIMIT 30)", (cutoff,))
