@@ -1,7 +1,7 @@
 """The acceptance scenario of the status page on the dev cluster: a training (train-requeue.slurm,
 as the test user) goes through two requeues, a real tmpfs fills, an administrator drains a
 node; real scheduler runs (`watchdogs run --once`) record it, and the page, opened in Debian's
-headless Chromium, shows the timeline with both requeues and their job id, the step curve
+headless Chromium, shows the timeline with both requeues and the end, with the job id, the step curve
 with checkpoints, the disk curve with its forecast, and the drain with its reason, with no
 console error and no outside request. Screenshots at desktop and phone widths go into the
 test's folder.
@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.checks.test_nodes import Nodes
-from tests.helpers import sh, tmpfs, wait_for
+from tests.helpers import accounted, sh, tmpfs, wait_for
 from tests.report import browser
 from tests.scheduler.conftest import Site
 from tests.trainguard.support import REQUEUE_SCRIPT, Cluster, read_steps, wait_for_step
@@ -88,7 +89,7 @@ def _db(site: Site) -> sqlite3.Connection:
 @pytest.mark.timeout(480)
 def test_two_requeues_a_filling_tmpfs_and_a_drain_are_on_the_page_chromium_renders_cleanly(
         site: Site, cluster: Cluster, nodes: Nodes, tmp_path: Path) -> None:
-    name = f"story-{tmp_path.name[-8:]}"
+    name = f"story-{uuid.uuid4().hex[:8]}"   # accounting keeps earlier runs' jobs: a name of its own
     run, steps = tmp_path / "run", tmp_path / "steps"
     _config(site, name, run / "heartbeat")
     with tmpfs(site.root / "scratch", "16m") as scratch:
@@ -107,6 +108,9 @@ def test_two_requeues_a_filling_tmpfs_and_a_drain_are_on_the_page_chromium_rende
         _requeue(cluster, job, steps, 2, site)
         nodes.drain("node2", "report test: fan failure")
         _look(site)
+        sh("scancel", job)                            # the user ends it: saved, then gone
+        wait_for(lambda: accounted(job), 60, 0.5, f"job {job} in accounting")
+        _look(site)
         page = tmp_path / "report.html"
         done = site.watchdogs("report", "--out", str(page))
         assert done.returncode == 0, done.stderr
@@ -116,8 +120,8 @@ def test_two_requeues_a_filling_tmpfs_and_a_drain_are_on_the_page_chromium_rende
                                           " ORDER BY t, rowid")]
         samples = db.execute("SELECT COUNT(*) FROM training_samples WHERE item = 'train'").fetchone()[0]
         readings = db.execute("SELECT COUNT(*) FROM disk_history WHERE check_name = 'scratch'").fetchone()[0]
-    assert kinds == ["running", "requeued", "running", "requeued", "running"]
-    assert samples == 6 and readings == 7   # every look but the first (no job yet) has heartbeats
+    assert kinds == ["running", "requeued", "running", "requeued", "running", "ended"]
+    assert samples == 7 and readings == 8   # every look but the first (no job yet) has heartbeats
 
     loaded = browser.load(page, tmp_path / "chromium")
     assert loaded.console == [] and loaded.requests == []
@@ -126,6 +130,8 @@ def test_two_requeues_a_filling_tmpfs_and_a_drain_are_on_the_page_chromium_rende
                       r'<td class="summary">([^<]*)</td></tr>', dom)
     assert [(kind, job_id) for kind, job_id, _ in rows if kind == "requeued"] == [("requeued", job)] * 2
     assert "(2 requeues this week)" in dom
+    (cause,) = [cause for kind, job_id, cause in rows if kind == "ended" and job_id == job]
+    assert f"(job {job})" in cause and "cancel" in cause.lower(), cause
     lines = dict(re.findall(r'<polyline class="series" data-label="([^"]+)" data-points="(\d+)"', dom))
     assert lines["step"] == str(samples)
     assert {"throughput", "loss", "bytes used", "bytes used forecast", "drained", "down"} <= set(lines)
@@ -133,6 +139,7 @@ def test_two_requeues_a_filling_tmpfs_and_a_drain_are_on_the_page_chromium_rende
     assert len(re.findall(r'<circle class="point" data-label="checkpoint saved"', dom)) >= 3
     # On each of the step, throughput and loss charts.
     assert len(re.findall(r'class="marklab"[^>]*>requeued \d\d:\d\d<', dom)) == 2 * 3
+    assert len(re.findall(r'class="marklab"[^>]*>ended \d\d:\d\d<', dom)) == 3
     assert re.search(r"Forecast \(bytes, dashed\):\s*warn \w{3} \d\d \w{3} \d\d:\d\d", dom), "no forecast"
     assert re.search(r"<td>node2</td><td>drained</td><td[^>]*>report test: fan failure</td>", dom)
     assert "local time (" in dom and re.search(r">(samples|steps)/s<", dom)
