@@ -79,6 +79,7 @@ class GuardConfig:
     hang_native_stacks: bool = True          # also `py-spy dump --native` when installed
     max_hangs_without_progress: int = 3      # hangs with no new checkpoint that end the chain
     # --- suspect nodes and restart storms (trainguard.suspects, trainguard.restarts) ---
+    run_dir: Path | None = None              # the run folder (the templates' $RUN_DIR): its recovery/ record
     suspect_window: float = 86400.0          # s in which suspicions of a node count
     suspect_at_once: tuple[str, ...] = ("hang", "precheck")  # causes that exclude a node at once
     suspect_limit: int = 2                   # suspicions of any cause that exclude a node (0: never)
@@ -120,7 +121,7 @@ class GuardConfig:
 
 
 _PATHS = ("checkpoint_dir", "scratch_dir", "kill_switch", "save_switch", "stop_file", "pid_file",
-          "exit_file", "heartbeat_dir", "hang_report_dir")
+          "exit_file", "heartbeat_dir", "hang_report_dir", "run_dir")
 _DURATIONS = ("forced_exit", "exit_after", "sync_interval", "endtime_every", "warning_lead", "save_estimate",
               "safety_margin", "step_window", "file_every", "memory_every", "heartbeat_every",
               "hang_floor", "hang_ceiling", "hang_first_step", "hang_saving", "hang_eval",

@@ -61,7 +61,7 @@ def append(run_dir: Path, kind: str, at: float, text: str, fields: Mapping[str, 
         data["text"] = data["text"][: max(0, len(data["text"]) - over)] + "..."
         line = json.dumps(data) + "\n"
     target = folder(run_dir)
-    target.mkdir(mode=0o755, exist_ok=True)
+    target.mkdir(mode=0o755, parents=True, exist_ok=True)
     _write_line(target / f"{_host()}.jsonl", line.encode())
 
 

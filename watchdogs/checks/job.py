@@ -89,6 +89,8 @@ class JobCheck(Check):
         "checkpoints": Option(path, help="trainguard's checkpoint folder (the step saved)"),
         "notices": Option(subset_of(*jobnotices.KINDS), default=(),
                           help="lifecycle notices to send: started, requeued, ended"),
+        "run_dir": Option(path, help="the training's run folder: its suspect nodes and restarts "
+                                     "in the alert, excluded on resubmit (docs/suspect-nodes.md)"),
         "probe_timeout": Option(timeout, default=10.0, help="reading logs and checkpoints"),
     }
 
@@ -236,8 +238,9 @@ class JobCheck(Check):
 
     def _notices(self, ctx: TickContext, rows: list[JobRow]) -> list[Notice]:
         from watchdogs.checks.joblifecycle import lifecycle_notices
+        from watchdogs.checks.recovery import notices
 
-        return lifecycle_notices(self, ctx, rows)
+        return [*lifecycle_notices(self, ctx, rows), *notices(self, ctx, rows)]
 
     # -- the job is gone: why, and what to do (watchdogs.checks.jobgone) ------------------
 
