@@ -72,6 +72,7 @@ def respond(guard: Guard, stall: Stall) -> bool:
         _arm_backstop(cfg.hang_grace + BACKSTOP_S, code)
     native = stacks.NativeDump() if cfg.hang_native_stacks else None   # runs while we write
     frames = stacks.main_thread_frames()
+    waiting = frames   # the Python frames ("all_reduce (...)"): the suspect's words
     report = report_path(guard)
     checkpoint = newest_checkpoint_step(guard)
     count = _count(guard, checkpoint) if action.requeue else None
@@ -95,7 +96,7 @@ def respond(guard: Guard, stall: Stall) -> bool:
     if not action.stop:
         return True
     time.sleep(max(0.0, cfg.hang_grace - (time.monotonic() - detected)))
-    first, frozen = _name_first_to_stop(guard, report, frames)
+    first, frozen = _name_first_to_stop(guard, report, waiting)
     _log_event(guard, HangEvent(time.time(), guard.job.job_id, guard.job.restart_count, guard.rank,
                                 node_name(), stall.step, stall.phase, round(stall.stalled_for, 1),
                                 frames, str(report or ""), checkpoint, count.hangs if count else 0,

@@ -86,7 +86,7 @@ def suspicion(first: Heartbeat, job: str, waiting_in: Sequence[str], at: float) 
     if not first.host:
         return None
     where = first.frames or tuple(waiting_in)
-    wait = where[0].split(" (")[0].rsplit("::", 1)[-1] if where else ""
+    wait = where[0].split(" (")[0] if where else ""
     detail = f"rank {first.rank}" + (f", in {wait}" if first.frames and wait else
                                      f", its peers waiting in {wait}" if wait else "")
     return Suspicion(first.host, "hang", at, first.job_id or job, first.step, detail)
