@@ -94,6 +94,16 @@ def test_an_unreadable_record_excludes_nothing(tmp_path: Path) -> None:
     assert "cannot read" in suspects.read(tmp_path)[1][0]
 
 
+def test_a_record_others_could_have_written_is_left_out(tmp_path: Path) -> None:
+    suspects.record(tmp_path, Suspicion("node2", "hang", NOW, "7", 1))
+    path, = journal.folder(tmp_path).glob("*.jsonl")
+    path.chmod(0o666)
+    assert suspects.to_exclude(tmp_path, NOW, POLICY) == []
+    assert "writable by others (mode 666): left out" in suspects.read(tmp_path)[1][0]
+    path.chmod(0o644)
+    assert suspects.to_exclude(tmp_path, NOW, POLICY) == ["node2"]
+
+
 def _append_many(run_dir: str, node: str) -> None:
     for i in range(200):
         suspects.record(Path(run_dir), Suspicion(node, "rank_died", NOW + i, "7", i, "x" * 200))
