@@ -97,12 +97,22 @@ def test_an_in_place_restart_is_told_once_with_the_suspect_and_what_was_done(
         recovery("restart", "--run-dir", str(run), "--job", job, "--kind", "inplace", "--cause", "hang",
                  "--step", "41500")
         look()
+        # No spare left: the template requeues the job, and that is told with what was done.
+        recovery("note", "--run-dir", str(run), "--job", job, "--cause", "rank_died", "--nodes", "node3",
+                 "--step", "41700", "--detail", "rank 1, signal 9")
+        recovery("exclude", "--run-dir", str(run), "--partition", "debug", "--need", "1", "--job", job)
+        recovery("restart", "--run-dir", str(run), "--job", job, "--kind", "requeue", "--cause",
+                 "rank_died", "--node", "node3", "--step", "41500")
+        look()
     notices = [n for m in smtp.received for n in notice_lines(plain(m.message))]
-    assert len(notices) == 2, notices
+    assert len(notices) == 3, notices
     assert notices[0].startswith(f"{name} (job {job}) restarted in place: node2 stopped the run at step "
                                  "41,200 (rank 3, in all_reduce); node2 excluded; training resumed at ")
     assert "on node1,node3 from step 41,000" in notices[0] and notices[0].endswith("0 spares left")
     assert "from step 41,500" in notices[1]
+    assert notices[2].startswith(f"{name} (job {job}) requeued by its batch script: node3 lost a rank "
+                                 "at step 41,700 (rank 1, signal 9); node2 excluded; job ")
+    assert "requeued at " in notices[2] and ", to resume from step 41,500" in notices[2]
 
 
 def test_a_restart_storm_ends_the_chain_with_one_page_listing_the_restarts(

@@ -1,7 +1,8 @@
 """A run's recovery record (trainguard.recovery, docs/suspect-nodes.md) in the `job`
 check's words: which nodes are suspect and excluded, what was done last, a restart storm
 with its history. In-place restarts change no job state, so they are told as notices (once
-each), and a node Slurm drains under the running job is recorded as its suspect.
+each; a template's own requeue too, with what it excluded), and a node Slurm drains under
+the running job is recorded as its suspect.
 
 The record lies in the run folder, often on NFS: it is read and written only by trainguard's
 own CLI (`python -m trainguard.recovery dump|note|restart`) in a bounded child process, so a
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 
 MEMORY = "check.job.recovery"
 RESTARTED = "restarted"
+TOLD = {"inplace": "restarted in place", "requeue": "requeued by its batch script"}
 FIRST_LOOK_BACK_S = 3600.0   # restarts a first look still tells
 KEEP_DRAINED = 50
 
@@ -107,11 +109,12 @@ def notices(check: JobCheck, ctx: TickContext, rows: Sequence[JobRow]) -> list[N
         memory["partition"], memory["num_nodes"] = running[-1].partition, running[-1].num_nodes
     memory["drained"] = _note_drained(check, ctx, running, memory.get("drained", []))
     told_until = float(memory.get("told_until", ctx.now.timestamp() - FIRST_LOOK_BACK_S))
-    fresh = [e for e in record.entries if e.get("kind") == "restart" and e.get("restart") == "inplace"
+    # Restarts by the templates (the watchdog's own resubmit says itself what it did).
+    fresh = [e for e in record.entries if e.get("kind") == "restart" and e.get("restart") in TOLD
              and float(e.get("at", 0)) > told_until]
     memory["told_until"] = max([told_until, *(float(e["at"]) for e in fresh)])
     ctx.store.kv_put(MEMORY, check.name, memory)
-    return [Notice(f"{check.label()} (job {e.get('job', '?')}) restarted in place: "
+    return [Notice(f"{check.label()} (job {e.get('job', '?')}) {TOLD[str(e['restart'])]}: "
                    f"{e.get('summary') or e.get('text', '')}", (), RESTARTED) for e in fresh]
 
 
