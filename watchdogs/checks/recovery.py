@@ -178,7 +178,9 @@ def exclusion(check: JobCheck, ctx: TickContext, failed: Sequence[str], need: in
     need = need or int(memory.get("num_nodes") or 1)
     rows = _sinfo(ctx) if partition and suspects else ()
     named = set(str(partition).split(","))
-    usable = sorted({r.name for r in rows if r.partition.rstrip("*") in named and r.available}) or None
+    mine = [r for r in rows if r.partition.rstrip("*") in named]
+    # No row of the partition (sinfo failed, or no partition known): its size is unknown.
+    usable = sorted({r.name for r in mine if r.available}) if mine else None
     return resubmit.exclusion(failed, suspects, usable, need)
 
 
