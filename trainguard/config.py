@@ -114,7 +114,8 @@ class GuardConfig:
                 raise ValueError(f"{name} = {getattr(self, name)}: expected a duration > 0")
         if self.hang_detect:
             hang_limits(self)   # raises ValueError naming the setting
-        suspect_policy(self)    # the same for the suspect settings
+        suspect_policy(self)    # the same for the suspect and storm settings
+        storm_policy(self)
 
     def with_policy(self, overrides: Mapping[Cause | str, Action | str]) -> GuardConfig:
         return replace(self, policy=self.policy.with_overrides(overrides))

@@ -71,6 +71,7 @@ def test_the_old_hang_limit_is_the_default_of_the_no_progress_limit() -> None:
     ({"TRAINGUARD_SUSPECT_AT_ONCE": "hang,gremlins"}, "gremlins"),
     ({"TRAINGUARD_SUSPECT_LIMIT": "two"}, "suspect_limit"),
     ({"TRAINGUARD_STORM_WINDOW": "soon"}, "storm_window"),
+    ({"TRAINGUARD_STORM_RESTARTS": "-1"}, "storm_restarts = -1"),
 ])
 def test_a_bad_setting_is_named_with_its_value(env: dict[str, str], named: str) -> None:
     with pytest.raises(ValueError, match=named):
