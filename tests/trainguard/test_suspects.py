@@ -172,6 +172,15 @@ def test_the_summary_says_what_happened_and_what_was_done() -> None:
     assert text.endswith(" on node1,node3 from step 41,000, 4 min 00 s after the fault; 1 spare left")
 
 
+def test_the_summary_speaks_for_a_failure_recorded_twice_with_its_detail() -> None:
+    hang = Suspicion("node2", "hang", NOW - 30, "7", 500, "rank 1, its peers waiting in all_reduce")
+    again = Suspicion("node2", "hang", NOW - 20, "7", 500)            # the template's note of it
+    older = Suspicion("node3", "rank_died", NOW - 900, "7", 100, "rank 2")
+    assert summary.newest_suspicion([hang, again, older], "7", "node2") == hang
+    assert summary.newest_suspicion([hang, again, older], "7", "node3,node2") == hang
+    assert summary.newest_suspicion([hang, again, older], "8", "") is None
+
+
 def test_cli_note_plan_restart_for_an_in_place_restart(tmp_path: Path) -> None:
     run = str(tmp_path)
     assert answer(cli("note", "--run-dir", run, "--job", "7", "--cause", "hang", "--nodes", "node2",
