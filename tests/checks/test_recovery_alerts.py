@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -171,6 +172,32 @@ def test_the_resubmit_excludes_the_runs_suspects_unless_too_few_nodes_would_be_l
     assert "not excluding node1, node2: that would leave 0 usable nodes in the partition, and the " \
            "job needs 1" in result.details
     assert "ExcNodeList=(null)" in sh("scontrol", "show", "job", third)
+
+
+def test_a_resubmit_that_would_make_a_storm_is_not_submitted_and_the_page_lists_the_restarts(
+        jobs: Jobs, looks: Callable[[str], Callable[[], CheckResult]], tmp_path: Path) -> None:
+    name, run = f"wdrec-stormsub-{os.getpid()}", tmp_path / "run"
+    script = tmp_path / "train.slurm"
+    script.write_text("#!/bin/bash\n#SBATCH --output=/dev/null\nexit 1\n")
+    for step in (100, 200, 300, 400):   # four requeues by the template, in the last minutes
+        assert recovery("restart", "--run-dir", str(run), "--job", "1", "--kind", "requeue", "--cause",
+                        "rank_died", "--node", "node2", "--step", str(step)).returncode == 0
+    job = jobs.submit(name=name, wrap="exit 1")
+    wait_for(lambda: accounted(job), timeout=90, what="accounting has the run's end")
+    with SmtpServer() as smtp:
+        look = looks(check(name, run, resubmit=str(script), fail_fast="0s") + mail(smtp.port))
+        result = look()
+        look()   # the same alert: not sent again
+    assert result.status is Status.CRITICAL and "resubmitted" not in result.context
+    assert "Not resubmitted: it would be a restart storm (5 restarts in 30 min); the chain ends here" \
+        in result.summary
+    assert sh("squeue", "-h", "--name", name, "-o", "%i").split() == []
+    text, = [plain(m.message) for m in smtp.received]
+    # The page's lines (the four requeues also arrive as notices, in the same mail).
+    history = [line.strip() for line in text.splitlines()
+               if re.match(r"\s*\|\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d  ", line)]
+    assert len(history) == 5, text
+    assert "requeue  rank_died  node node2" in history[0] and history[-1].endswith(f"from step - (job {job})")
 
 
 def test_a_node_drained_under_the_running_job_becomes_its_suspect(

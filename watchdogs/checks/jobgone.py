@@ -188,18 +188,20 @@ def _resubmit(check: JobCheck, ctx: TickContext, summary: str, details: tuple[st
         return CheckResult(Status.UNKNOWN, f"{summary}. Not resubmitted: {doubt}", details,
                            context=context, fingerprint=f"{fingerprint}:doubt")
     exclude, said = recovery.exclusion(check, ctx, decision.exclude, ending.facts.nnodes, row)
-    storm = recovery.count_restart(check, ending.facts.job_id, decision.key,
-                                   (decision.exclude or ("",))[0], exclude)
+    node = (decision.exclude or ("",))[0]
+    storm = recovery.would_storm(check, ctx, ending.facts.job_id, decision.key, node)
     if storm is not None:
         context["resubmit"] = "storm"
-        return CheckResult(Status.CRITICAL, f"{summary}. Not resubmitted: restart storm ({storm}); "
-                                            "the chain ends here", details, context=context,
-                           fingerprint=f"{fingerprint}:storm")
+        return CheckResult(Status.CRITICAL, f"{summary}. Not resubmitted: it would be a restart storm "
+                                            f"({storm[0]}); the chain ends here",
+                           (*details, "the restarts, this resubmit last:", *storm[1]),
+                           context=context, fingerprint=fingerprint)
     try:
         job_id = _submit(check, ctx, script, exclude)
     except SlurmError as exc:
         return CheckResult(Status.CRITICAL, f"{summary}. Resubmit failed: {exc}", details,
                            context=context, fingerprint=fingerprint)
+    recovery.count_restart(check, ending.facts.job_id, decision.key, node, exclude)
     ctx.store.kv_put(RESUBMITS, check.name, [*decision.recent, now])
     context["resubmitted"] = job_id
     excluding = f" excluding {', '.join(exclude)}" if exclude else ""

@@ -11,6 +11,7 @@ dead mount makes the lines say "not readable", never a hung tick. Enabled by the
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from collections.abc import Mapping, Sequence
@@ -184,20 +185,37 @@ def exclusion(check: JobCheck, ctx: TickContext, failed: Sequence[str], need: in
     return resubmit.exclusion(failed, suspects, usable, need)
 
 
-def count_restart(check: JobCheck, job_id: str, cause: str, node: str, excluded: Sequence[str]
-                  ) -> str | None:
-    """Record the resubmission as a restart of the run, just before sbatch; the storm it
-    makes (then nothing is submitted), else None. A record that cannot be written does not
-    stop the resubmit (the policy's own crash-loop limit still holds)."""
-    run_dir = check.opts.get("run_dir")
-    if run_dir is None:
+def would_storm(check: JobCheck, ctx: TickContext, job_id: str, cause: str, node: str
+                ) -> tuple[str, list[str]] | None:
+    """The restart storm a resubmit now would make (trainguard's rule, its settings from this
+    environment), judged before sbatch: its reason and one line per restart; None when none,
+    or when the record cannot be read (the policy's own crash-loop limit still holds)."""
+    from trainguard.config import config_from, storm_policy
+    from trainguard.restarts import Restart, storm
+
+    record = record_for(check, ctx)
+    if record is None or record.error:
         return None
     try:
-        out = run_bounded(_cli("restart", "--run-dir", str(run_dir), "--job", job_id, "--kind", "resubmit",
-                               "--cause", cause, "--excluded", ",".join(excluded),
-                               *(["--node", node] if node else [])),
-                          check.opts["probe_timeout"], f"recording the resubmit in {run_dir}")
-    except FsError:
+        policy = storm_policy(config_from())
+        history = [Restart(float(e["at"]), str(e["job"]), str(e["restart"]), str(e.get("cause", "")),
+                           str(e.get("node", "")), int(e.get("step", -1)))
+                   for e in record.entries if e.get("kind") == "restart"]
+    except (KeyError, TypeError, ValueError):
         return None
-    found = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
-    return found.get("storm")
+    now = ctx.now.timestamp()
+    found = storm([*history, Restart(now, job_id, "resubmit", cause, node)], now, policy)
+    return None if found is None else (found.reason, [f"  {line}" for line in found.lines()])
+
+
+def count_restart(check: JobCheck, job_id: str, cause: str, node: str, excluded: Sequence[str]) -> None:
+    """Record the resubmission in the run's record, after sbatch. A record that cannot be
+    written does not undo it (the alert says the job was resubmitted)."""
+    run_dir = check.opts.get("run_dir")
+    if run_dir is None:
+        return
+    with contextlib.suppress(FsError):
+        run_bounded(_cli("restart", "--run-dir", str(run_dir), "--job", job_id, "--kind", "resubmit",
+                         "--cause", cause, "--excluded", ",".join(excluded),
+                         *(["--node", node] if node else [])),
+                    check.opts["probe_timeout"], f"recording the resubmit in {run_dir}")
