@@ -1,4 +1,5 @@
-"""The README's "On your real cluster in 5 minutes", walked word for word on a fresh copy of
+"""The README's "On your real cluster in 5 minutes" (docs/getting-started.md shows the same),
+walked word for word on a fresh copy of
 the checkout (its tracked files only, as a clone has them) on the dev cluster, as the user:
 every command after `make install` runs as shown (with this venv's `watchdogs` for
 `.venv/bin/watchdogs`), and each ends as a new user expects: the copied example validates,
@@ -26,9 +27,11 @@ pytestmark = pytest.mark.slurm
 EXPECTED = {"validate": 0, "doctor": 0, "run": 2, "start": 0, "status": 2}
 
 
-def five_minutes() -> list[str]:
-    text = README.read_text()
-    section = text.split("## On your real cluster in 5 minutes", 1)[1]
+GETTING_STARTED = ROOT / "docs" / "getting-started.md"
+
+
+def five_minutes(page: Path = README) -> list[str]:
+    section = page.read_text().split("## On your real cluster in 5 minutes", 1)[1]
     first = next(b for b in blocks(section) if b.lang == "sh")
     return [ln.split("#", 1)[0].strip() for ln in first.text.splitlines() if ln.split("#", 1)[0].strip()]
 
@@ -55,8 +58,9 @@ def clone(slurm_cluster: Path, tmp_path: Path) -> Iterator[Path]:
                        cwd=folder, capture_output=True, timeout=120, check=False)
 
 
-def test_the_path_names_the_steps_this_test_walks() -> None:
+def test_the_path_names_the_steps_this_test_walks_and_the_getting_started_page_shows_it_too() -> None:
     steps = five_minutes()
+    assert five_minutes(GETTING_STARTED) == steps
     assert steps[0].startswith("git clone ") and steps[1] == "make install"
     assert steps[2] == "cp watchdogs.example.toml watchdogs.toml"
     assert [shlex.split(s)[1:] for s in steps[3:]] == [
