@@ -90,4 +90,11 @@ def next_step(event: Any, host: str) -> str:
         return f"sacct -j {job} -o JobID,State,ExitCode,Elapsed,MaxRSS,NodeList   (on {host})"
     if job:
         return f"squeue -j {job}; scontrol show job {job}   (on {host})"
+    nodes = shlex.quote(str(event.context.get("nodes") or ""))
+    if nodes != "''":
+        # The nodes check: who drained them, when and why (a hostlist's brackets quoted).
+        return f"sinfo -R -n {nodes}; scontrol show node {nodes}   (on {host})"
+    path = shlex.quote(str(event.context.get("path") or ""))
+    if event.context.get("source") == "statvfs" and path != "''":
+        return f"df -h {path}; df -i {path}   (on {host})"
     return f"watchdogs alerts   (on {host}; `watchdogs status` names each item's run-log folder)"

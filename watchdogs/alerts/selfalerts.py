@@ -7,6 +7,8 @@ the news that it is broken.
 from __future__ import annotations
 
 import hashlib
+import re
+import shlex
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -88,23 +90,52 @@ def refused_item(path: str) -> str:
 
 
 def refusal_fix(path: str, reason: str) -> str:
-    """The command that fixes a refusal, from its reason (the reasons are ours: discovery)."""
+    """The command that fixes a refusal, from its reason (the reasons are ours: discovery),
+    the path quoted for a shell."""
+    shown = shlex.quote(path)
     if "writable by" in reason:
-        return f"chmod go-w {path}"
+        return f"chmod go-w {shown}"
     if "owned by" in reason or "owner" in reason:
-        return f"chown $USER {path}, or remove it if it is not yours"
+        return f"chown $USER {shown}, or remove it if it is not yours"
     if "not executable" in reason:
-        return f"chmod u+x {path}"
+        return f"chmod u+x {shown}"
     if "link" in reason or "loop" in reason or "No such file" in reason:
-        return f"ls -l {path}; point the link at an existing file, or remove it"
+        return f"ls -l {shown}; point the link at an existing file, or remove it"
+    if reason.startswith(NAME_PREFIX):
+        return f"mv {shown} {shlex.quote(run_parts_name(path))}"
     return f"see `watchdogs status`; then fix or remove {path}"
+
+
+NAME_PREFIX = "name not run: "
+"""How watchdogs.dropins.discovery.name_problem starts its reasons."""
+
+
+def run_parts_name(path: str) -> str:
+    """A name cron's run-parts would run, for the fix: the extension dropped (`check.sh` ->
+    `check`; `.slurm` kept), every other odd character made `-`."""
+    folder, _, name = path.rpartition("/")
+    slurm = name.endswith(".slurm")
+    stem = name.removesuffix(".slurm")
+    if not slurm and "." in stem.strip("."):
+        stem = stem.rsplit(".", 1)[0]
+    stem = re.sub(r"[^A-Za-z0-9_-]", "-", stem).strip("-") or "dropin"
+    return f"{folder}/{stem}{'.slurm' if slurm else ''}" if folder else f"{stem}{'.slurm' if slurm else ''}"
+
+
+def _said(reason: str) -> str:
+    """The reason as the alert's sentence reads it ("will not run: its name holds '.'")."""
+    if reason.startswith(NAME_PREFIX + "it holds "):
+        return "its name holds " + reason.removeprefix(NAME_PREFIX + "it holds ")
+    if reason.startswith(NAME_PREFIX):
+        return "its name has " + reason.removeprefix(NAME_PREFIX)
+    return reason
 
 
 def refused(path: str, reason: str, now: datetime) -> ItemOutcome:
     """A file a person put in cron.d that will never run: a WARNING, through the default
     route (it is the user's item, not the watchdog's own breakage)."""
     fix = refusal_fix(path, reason)
-    result = CheckResult(Status.WARNING, f"{path} will not run: {reason}",
+    result = CheckResult(Status.WARNING, f"{path} will not run: {_said(reason)}",
                          (f"fix: {fix}", "until then it is skipped at every tick"),
                          fingerprint=fingerprint((reason,)))
     return ItemOutcome(refused_item(path), KIND, result, now, now, after=1, repeat_every=ONCE_S,

@@ -83,8 +83,10 @@ class DiskCheck(Check):
         cap_i = self.opts.get("inodes_limit") or use.inodes_total
         sb = fs.level(use.bytes_used, cap_b, self.opts["warn"], self.opts["crit"])
         si = fs.level(use.inodes_used, cap_i, self.opts["inodes_warn"], self.opts["inodes_crit"])
-        parts = [_describe("bytes", use.bytes_used, cap_b, sb, format_size),
-                 _describe("inodes", use.inodes_used, cap_i, si, _count)]
+        parts = [_describe("bytes", use.bytes_used, cap_b, sb, format_size,
+                           self.opts["warn"], self.opts["crit"]),
+                 _describe("inodes", use.inodes_used, cap_i, si, _count,
+                           self.opts["inodes_warn"], self.opts["inodes_crit"])]
         statuses = [sb, si]
         if use.complete:
             history = self._record(ctx, use)
@@ -203,13 +205,18 @@ def _count(value: float) -> str:
 
 
 def _describe(label: str, used: float | None, capacity: float | None, status: Status,
-              fmt: Callable[[float], str]) -> str:
+              fmt: Callable[[float], str], warn: Limit, crit: Limit) -> str:
     if used is None:
         return ""
     text = f"{label} {fmt(used)} used"
     if capacity:
         text = f"{label} {fmt(used)} of {fmt(capacity)} used ({percent(used, capacity)})"
-    return text if status is Status.OK else f"{text} {status.name}"
+    if status not in (Status.WARNING, Status.CRITICAL):
+        return text
+    # The level crossed, as configured: "31 % CRITICAL" alone leaves the reader asking why.
+    level = crit if status is Status.CRITICAL else warn
+    shown = f"{level.percent:g} %" if level.percent is not None else fmt(level.amount or 0)
+    return f"{text} {status.name} (threshold {shown})"
 
 
 def _metric(label: str, value: float, unit: str, capacity: float | None, warn: Limit,
