@@ -127,3 +127,47 @@ def test_a_drained_nodes_next_step_shows_who_drained_it_when_and_why(tmp_path: P
     assert f"{drained} drained: xid 79 on GPU 2 (by root since" in said, said
     assert f"next:  sinfo -R -n {drained}; scontrol show node {drained}   (on " in said, said
     assert re.search(rf"WATCHDOGS (WARNING|CRITICAL) nodes \[\w+\] {drained} drained: xid 79", log), log
+
+
+@pytest.mark.timeout(90)
+def test_a_disabled_channel_tells_the_others_what_to_do_next(tmp_path: Path) -> None:
+    folder = site(tmp_path, """
+[[notify]]
+name = "pager"
+type = "sms"
+account_sid = "AC0123456789abcdef0123456789abcdef"
+auth_token_env = "WD_TEST_UNSET_PAGER_TOKEN"
+from_number = "+15559990000"
+to = ["+15550001111"]
+""")
+    env = {k: v for k, v in os.environ.items() if k != "WD_TEST_UNSET_PAGER_TOKEN"}
+    out = (tmp_path / "scheduler.out").open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "watchdogs", "run"], cwd=folder, stdout=out,
+                            stderr=subprocess.STDOUT, env={**env, "COLUMNS": "200"})
+    try:
+        wait_for(lambda: "alert channel pager is disabled" in (tmp_path / "scheduler.out").read_text(),
+                 timeout=60, interval=0.2, what="the news that the pager is disabled")
+    finally:
+        proc.terminate()
+        proc.wait(20)
+        out.close()
+    console = (tmp_path / "scheduler.out").read_text()
+    said = block(console, "watchdogs:channel:pager")
+    assert "$WD_TEST_UNSET_PAGER_TOKEN" in said, said
+    assert ("next:  fix it where the scheduler runs (the chain's environment), then "
+            "`watchdogs notify-test pager`") in said, said
+    assert "WATCHDOGS CRITICAL watchdogs:channel:pager" in (tmp_path / "alerts.log").read_text()
+
+
+def test_the_watchdogs_news_about_its_config_and_state_names_the_command_to_run() -> None:
+    from datetime import datetime, timezone
+
+    from watchdogs.alerts import selfalerts
+
+    now = datetime(2026, 11, 26, 3, 0, tzinfo=timezone.utc)
+    config = selfalerts.config_broken(["bad key"], "/home/me/my wd.toml", now, ["log"])
+    state = selfalerts.state_broken("corrupt", "database disk image is malformed", "/scratch/wd state",
+                                    now, ["log"])
+    assert config.runbook == "watchdogs validate --config '/home/me/my wd.toml'"
+    assert state.runbook == "ls -ld '/scratch/wd state'; watchdogs doctor"
+    assert selfalerts.config_ok(now, ["log"]).runbook is None  # a resolution has nothing to do

@@ -35,11 +35,15 @@ def everyone(channels: Sequence[str]) -> dict[str, tuple[str, ...]]:
 
 
 def outcome(item: str, status: Status, summary: str, now: datetime, channels: Sequence[str],
-            details: Sequence[str] = (), key: Sequence[str] = ()) -> ItemOutcome:
-    """`key`: what identifies the problem (the error lines): a new key is a new alert."""
+            details: Sequence[str] = (), key: Sequence[str] = (), runbook: str | None = None
+            ) -> ItemOutcome:
+    """`key`: what identifies the problem (the error lines): a new key is a new alert.
+    `runbook`: what to do, shown as the message's `next:` (else it would say `watchdogs alerts`,
+    which only repeats the alert)."""
     result = CheckResult(status, summary, tuple(details),
                          fingerprint=fingerprint(key) if status is not Status.OK else "")
-    return ItemOutcome(item, KIND, result, now, now, notify=everyone(channels), after=1)
+    return ItemOutcome(item, KIND, result, now, now, notify=everyone(channels), after=1,
+                       runbook=runbook if status is not Status.OK else None)
 
 
 def config_broken(problems: Sequence[str], config_path: str, now: datetime,
@@ -49,7 +53,8 @@ def config_broken(problems: Sequence[str], config_path: str, now: datetime,
     where = ("the running instance keeps the config it loaded; the next one would not start"
              if running else f"told from the last good copy of {config_path}; the chain backs off")
     return outcome(CONFIG, Status.CRITICAL, f"watchdogs cannot load its config: {head}", now, channels,
-                   details=(*problems, f"{where}: fix the file (`watchdogs validate`)"), key=problems)
+                   details=(*problems, f"{where}: fix the file (`watchdogs validate`)"), key=problems,
+                   runbook=f"watchdogs validate --config {shlex.quote(config_path)}")
 
 
 def config_ok(now: datetime, channels: Sequence[str]) -> ItemOutcome:
@@ -61,7 +66,9 @@ def channel_disabled(name: str, reasons: Sequence[str], now: datetime,
     return outcome(channel_item(name), Status.CRITICAL,
                    f"alert channel {name} is disabled: {'; '.join(reasons)}", now, channels,
                    details=("every other channel and every check keep working; alerts meant for it "
-                            "go nowhere until it is fixed",), key=reasons)
+                            "go nowhere until it is fixed",), key=reasons,
+                   runbook=f"fix it where the scheduler runs (the chain's environment), then "
+                           f"`watchdogs notify-test {name}`; `watchdogs doctor --on-node` checks them all")
 
 
 def channel_ok(name: str, now: datetime, channels: Sequence[str]) -> ItemOutcome:
@@ -73,7 +80,7 @@ def state_broken(kind: str, detail: str, state_dir: str, now: datetime,
     return outcome(STATE, Status.CRITICAL, f"state directory {kind}: {state_dir}: {detail}", now, channels,
                    details=("checks keep running; alerts are sent directly from memory (no outbox, "
                             "no retries after a restart) until the state directory can be written",),
-                   key=(kind,))
+                   key=(kind,), runbook=f"ls -ld {shlex.quote(state_dir)}; watchdogs doctor")
 
 
 def state_ok(now: datetime, channels: Sequence[str], note: str = "") -> ItemOutcome:
