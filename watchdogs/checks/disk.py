@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from datetime import timedelta
 from typing import TYPE_CHECKING, ClassVar
 
 from watchdogs.checks.base import Check
@@ -15,7 +16,7 @@ from watchdogs.config import options as o
 from watchdogs.config.options import Limit, Option
 from watchdogs.fsprobe import DEFAULT_WORKERS
 from watchdogs.fsprobe.bounded import probe
-from watchdogs.humanize import count, percent
+from watchdogs.humanize import count, moment, percent
 from watchdogs.humanize import size as format_size
 from watchdogs.result import CheckResult, Metric, Status, worst
 
@@ -146,14 +147,17 @@ class DiskCheck(Check):
             if capacity else None
         if found is None:
             return None
-        status = Status.OK
+        status, crossed = Status.OK, ""
         days_left = found.seconds_to_full / DAY if found.seconds_to_full is not None else math.inf
         for key, level in (("warn_days", Status.WARNING), ("crit_days", Status.CRITICAL)):
             if self.opts.get(key) is not None and days_left <= self.opts[key]:
-                status = level
+                status, crossed = level, f" {level.name} ({key} {self.opts[key]:g})"
         if found.seconds_to_full is None and status is Status.OK and label == "inodes":
             return None  # a shrinking inode count is not worth a word
-        return status, f"{label} {found.describe(window)}"
+        # When, as a time of day a reader can plan around, and which level it crossed.
+        when = "" if not found.seconds_to_full or found.seconds_to_full <= 0 else \
+            f" (around {moment(ctx.now + timedelta(seconds=found.seconds_to_full))})"
+        return status, f"{label} {found.describe(window)}{when}{crossed}"
 
     def _room(self, use: fs.Usage, capacity: float | None) -> tuple[Status, str] | None:
         each = self.opts.get("checkpoint_size") or self._measure_checkpoint()
