@@ -81,7 +81,7 @@ def next_step(event: Any, host: str) -> str:
     the log that holds the story, else the Slurm command that shows the job."""
     if event.runbook:
         return str(event.runbook)
-    path = log_path(event.details) or getattr(event, "log", "")
+    path = log_path(event.details) or getattr(event, "log", "") or event.context.get("log", "")
     if path:
         # Quoted: the command is copied into a shell, and log folders hold spaces.
         return f"tail -n 50 {shlex.quote(path)}   (on {host})"

@@ -6,7 +6,9 @@ console channel's message (the scheduler job's log) and the logfile line.
 - a drained node's `next:` shows who drained it, when and why;
 - a failing drop-in whose first line is progress shows its stderr's last line, the reason;
 - a hung drop-in shows its last line of output, where it was when it hung;
-- a drop-in refused for its name says so in words, and the fix is the `mv` that fixes it."""
+- a drop-in refused for its name says so in words, and the fix is the `mv` that fixes it;
+- a hung training names its job, and `next:` tails the log that stopped;
+- the watchdog's news about itself (a disabled channel, its config, its state) says what to run."""
 from __future__ import annotations
 
 import os
@@ -49,6 +51,7 @@ def run_once(folder: Path) -> tuple[str, str]:
     done = subprocess.run([sys.executable, "-m", "watchdogs", "run", "--once"], cwd=folder,
                           capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
     assert "Traceback" not in done.stdout + done.stderr, done.stderr
+    assert (folder / "alerts.log").exists(), done.stdout + done.stderr
     return done.stdout, (folder / "alerts.log").read_text()
 
 
@@ -171,3 +174,46 @@ def test_the_watchdogs_news_about_its_config_and_state_names_the_command_to_run(
     assert config.runbook == "watchdogs validate --config '/home/me/my wd.toml'"
     assert state.runbook == "ls -ld '/scratch/wd state'; watchdogs doctor"
     assert selfalerts.config_ok(now, ["log"]).runbook is None  # a resolution has nothing to do
+
+
+def running_for(job: str) -> int:
+    """Seconds the job has run, from squeue's elapsed time ([H:]M:S; a test job runs < 1 day)."""
+    elapsed = sh("squeue", "-h", "-j", job, "-o", "%M").strip()
+    seconds = 0
+    for part in elapsed.split(":") if elapsed else ["0"]:
+        seconds = seconds * 60 + int(part)
+    return seconds
+
+
+@pytest.mark.slurm
+@pytest.mark.timeout(120)
+def test_a_hung_training_names_its_job_and_next_tails_the_log_that_stopped(tmp_path: Path) -> None:
+    name = f"wdstale{os.getpid()}"
+    folder = site(tmp_path, f"""
+[[check]]
+name = "train"
+type = "job"
+job_name = "{name}"
+[[check]]
+name = "train-hung"
+type = "log_stale"
+job = "train"
+path = "{tmp_path}/train-*.out"
+max_age = "1s"
+""")
+    job = sh("sbatch", "--parsable", f"--job-name={name}", f"--output={tmp_path}/train-%j.out",
+             "--wrap", "echo iter 5; sleep 300").strip().split(";")[0]
+    try:
+        log = tmp_path / f"train-{job}.out"
+        wait_for(lambda: log.exists() and log.read_text().strip() == "iter 5", timeout=60,
+                 what="the job's log")
+        # A run younger than max_age is not judged yet (it had no time to write): let it age.
+        wait_for(lambda: running_for(job) >= 3, timeout=30, what="the job running for 3 s")
+        os.utime(log, (log.stat().st_mtime - 60, log.stat().st_mtime - 60))  # a minute without a line
+        console, alerts = run_once(folder)
+    finally:
+        sh("scancel", job, check=False)
+    said = block(console, "train-hung")
+    assert f"what:  hung? {name} (job {job}): {log} last written 1 min" in said, said
+    assert f"next:  tail -n 50 {log}   (on " in said, said
+    assert "WATCHDOGS CRITICAL train-hung [" in alerts and f"hung? {name} (job {job}): " in alerts
