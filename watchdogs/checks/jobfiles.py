@@ -20,10 +20,9 @@ from watchdogs.slurmctl.hostlist import expand
 from watchdogs.slurmctl.outputs import JobNames, log_paths, script_patterns
 
 MASK = "***"
-# Who stopped a run, by trainguard's cause label (the causes whose stop exits 0 by default or
-# by a team's policy; any other is named by its label).
-STOP_WORDS = {"kill_switch": "the kill switch", "terminate": "trainguard after a SIGTERM",
-              "nan_loss": "trainguard (the loss turned NaN/Inf)"}
+# Who stopped a run that exited 0, by trainguard's cause label: the kill switch by default, a
+# SIGTERM under a team's save-and-stop policy; any other cause is named by its label.
+STOP_WORDS = {"kill_switch": "the kill switch", "terminate": "trainguard after a SIGTERM"}
 LINE_CAP = 200
 TAIL_BYTES = 16 * 1024
 _SECRETS = (
