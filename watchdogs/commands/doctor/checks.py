@@ -120,7 +120,9 @@ def check_accounting(runner: SlurmRunner, job_id: str | None) -> Finding:
                        "slurmdbd may lag behind; if it stays so, ask the admins" if job_id else "")
     job, _, state = lines[-1].partition("|")
     mine = " (this doctor job; accounting may lag a moment)" if job_id else ""
-    return Finding("accounting", Status.OK, f"sacct answers: job {job} {state}{mine}",
+    # The state alone: sacct's "CANCELLED by 1001" names a uid, which says nothing here.
+    word = state.split()[0] if state.split() else state
+    return Finding("accounting", Status.OK, f"sacct answers: job {job} {word}{mine}",
                    facts={"job": job, "state": state})
 
 
