@@ -18,8 +18,8 @@ throughput, step and compute time, findings; absent when health is off.
 How a run ended (`run_end`) is read from the same records: the guard writes `"phase": "done"`
 when the training finished (`finish()`, the end of its `with` block) and `"stopping"` when it
 stopped the training itself; rank 0's exit file (trainguard.exits.write_exit_file: the code,
-then "<cause> after step N; ...") names the cause. The batch templates keep it beside the
-heartbeat folder (EXIT_FILE_BESIDE), where the watchdog looks for it.
+then "<cause> after step N; ...") is written by a stop only, and names the cause. The batch
+templates keep it beside the heartbeat folder (EXIT_FILE_BESIDE), where the watchdog looks.
 """
 from __future__ import annotations
 
@@ -193,8 +193,10 @@ def run_end(records: Sequence[Heartbeat], job_id: str, exit_text: str | None = N
         return None
     step = max(r.step for r in mine)
     code, cause = parse_exit_file(exit_text) if exit_text else (None, None)
-    if any(r.phase == "stopping" for r in mine) or cause is not None:
+    # Only a stop writes the exit file (a finish does not; the templates remove an earlier
+    # run's): a stop at start-up (the kill switch already there) says "done" and a code alone.
+    if any(r.phase == "stopping" for r in mine) or code is not None:
         return RunEnd(STOPPED, step, cause, code)
     if all(r.phase == "done" for r in mine):
-        return RunEnd(FINISHED, step, None, code)
+        return RunEnd(FINISHED, step)
     return None

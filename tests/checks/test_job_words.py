@@ -40,6 +40,8 @@ def test_a_kill_switch_stop_is_told_from_its_exit_file_and_a_finish_from_done(tm
     assert run_end(read_heartbeats(beats), "7", None) == RunEnd(STOPPED, 12, None, None)
     done = run_folder(tmp_path / "b", ["done", "done"], step=29)
     assert run_end(read_heartbeats(done), "7") == RunEnd(FINISHED, 29)
+    # The kill switch already there at start-up: "done", and an exit file with the code alone.
+    assert run_end(read_heartbeats(done), "7", "0\n") == RunEnd(STOPPED, 29, None, 0)
 
 
 @pytest.mark.parametrize(("phases", "job"), [(["train", "train"], "7"), (["done", "train"], "7"),
