@@ -3,7 +3,8 @@ slurmdbd, a real training (slurm/train-requeue.slurm running slurm/train_tiny.py
 mailbox (.eml files) and a logfile channel:
 
 - a training stopped by trainguard's kill switch and one that finished are told apart: "was
-  stopped by the kill switch at step N, not requeued" and "completed at step N";
+  stopped by the kill switch at step N, not requeued" and "completed at step N"; one that found
+  the kill switch at its start "was stopped by trainguard before its first step";
 - a job killed at its time limit with a log longer than `tail_lines` shows the newest lines,
   says at the top what was cut, and ends with Slurm's `CANCELLED ... DUE TO TIME LIMIT`.
 
@@ -69,9 +70,13 @@ def runs(slurm_cluster: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
         ids["kill"] = _train(cluster, folder, f"{prefix}-kill", "kill", "--steps", "100000",
                              "--step-sleep", "0.05")
         ids["finish"] = _train(cluster, folder, f"{prefix}-finish", "finish", "--steps", "30")
+        # The kill switch already there when the run starts: it never trains.
+        _run_dir(folder, "early").mkdir()
+        (_run_dir(folder, "early") / "KILL").touch()
+        ids["early"] = _train(cluster, folder, f"{prefix}-early", "early", "--steps", "30")
         wait_for_step(folder / "steps-kill", 20, timeout=120)
         (_run_dir(folder, "kill") / "KILL").touch()
-        for key in ("kill", "finish"):
+        for key in ("kill", "finish", "early"):
             cluster.wait_state(ids[key], ("COMPLETED",), timeout=120)
         said = re.search(r"stopping after step (\d+): kill_switch", (folder / "kill.out").read_text())
         assert said, (folder / "kill.out").read_text()
@@ -140,18 +145,23 @@ def job_check(name: str, job_name: str, **keys: str) -> str:
 @pytest.mark.timeout(360)
 def test_a_kill_switch_stop_and_a_finished_training_are_told_apart_in_the_mail_and_the_log(
         runs: Runs, tmp_path: Path, mailbox: tuple[int, Path]) -> None:
-    kill, finish = runs.ids["kill"], runs.ids["finish"]
-    wait_for(lambda: accounted(kill) and accounted(finish), timeout=60, what="accounting has both ends")
+    kill, finish, early = runs.ids["kill"], runs.ids["finish"], runs.ids["early"]
+    wait_for(lambda: accounted(kill) and accounted(finish) and accounted(early), timeout=60,
+             what="accounting has the three ends")
     port, box = mailbox
     deliver(tmp_path, port, job_check("stopped", f"{runs.prefix}-kill",
                                       heartbeats=str(_run_dir(runs.folder, "kill") / "heartbeat"))
             + job_check("finished", f"{runs.prefix}-finish",
-                        heartbeats=str(_run_dir(runs.folder, "finish") / "heartbeat")))
+                        heartbeats=str(_run_dir(runs.folder, "finish") / "heartbeat"))
+            + job_check("early", f"{runs.prefix}-early",
+                        heartbeats=str(_run_dir(runs.folder, "early") / "heartbeat")))
     texts = "\n".join(plain(m) for m in mails(box, 1))
     stopped = (f"{runs.prefix}-kill (job {kill}) was stopped by the kill switch at step "
                f"{runs.kill_step}, not requeued")
     finished = f"{runs.prefix}-finish (job {finish}) completed at step 29"
-    assert stopped in texts and finished in texts, texts
+    never = (f"{runs.prefix}-early (job {early}) was stopped by trainguard before its first step, "
+             "not requeued")
+    assert stopped in texts and finished in texts and never in texts, texts
     assert f"(job {kill}) completed" not in texts and "CRITICAL" not in texts
     log = (tmp_path / "alerts.log").read_text()
     assert re.search(rf"WATCHDOGS NOTICE stopped \[\w+\] {re.escape(stopped)}", log), log

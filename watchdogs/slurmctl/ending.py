@@ -166,7 +166,9 @@ class Ending:
             return f"was cancelled{self._by()}{after}"
         if self.kind == COMPLETED:
             step, by = self.progress.step, self.progress.stopped_by
-            at = f" at step {humanize.count(step)}" if step is not None else ""
+            at = f" at step {humanize.count(step)}" if step is not None and step >= 0 else ""
+            if by is not None and step is not None and step < 0:
+                at = " before its first step"  # trainguard's records start at step -1
             if by is not None:
                 # exit 0 after a stop is one the user asked for: the batch script does not requeue it
                 return f"was stopped by {by}{at}, not requeued{on}{after} (exit 0: on purpose, not a failure)"
