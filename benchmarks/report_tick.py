@@ -1,17 +1,25 @@
 #!/usr/bin/env python3
-"""What rewriting the status page (`<state_dir>/report.html`) adds to a scheduler tick that
-writes it (the scheduler does every 6 ticks, at most once a minute).
+"""What the status page costs a scheduler tick: keeping its history (the training's events
+and samples, the nodes' counts) and rewriting `<state_dir>/report.html` (the scheduler does
+every 6 ticks, at most once a minute).
 
-A tick always writes its heartbeat (`Records.beat`: one transaction, one fsync). Interleaved
-(tick, tick + page, tick, ...), SAMPLES of each, wall time and CPU time of the process:
-  tick         Records.beat, as every tick does;
-  tick + page  the same, then the scheduler's PageRefresher (gather from the state database,
-               render with the template compiled once, write beside and rename).
+A tick writes its heartbeat (`Records.beat`) and records the runs it finished
+(`Records.finished`: one transaction). Interleaved (A, B, C, A, ...), SAMPLES of each, wall
+time and CPU time of the process:
+  tick                    beat, and a job and a nodes check's runs recorded without looks;
+  tick + history          the same runs with their looks (watchdogs.scheduler.story writes
+                          events and node counts in the run's transaction), and a training
+                          check's sample (its own transaction, as the check writes it);
+  tick + history + page   the same, then the scheduler's PageRefresher (gather from the
+                          state database, render with the template compiled once, write
+                          beside and rename).
 
 The state holds what a busy week leaves (the default log_retention is 7 days): ITEMS items
 run every 5 minutes for a week (sched_runs), two disk checks read every minute for 8 days
-(disk_history, the check's own retention), ALERTS alert events, 30 instances. Rows are
-inserted directly: they are the conditions of the measure, not its subject.
+(disk_history, the check's own retention), ALERTS alert events, 30 instances, a training
+sampled every minute for a week with a requeue a day, and a nodes check whose counts changed
+every hour. Rows are inserted directly: they are the conditions of the measure, not its
+subject.
 
     .venv/bin/python benchmarks/report_tick.py
 """
@@ -27,7 +35,10 @@ from _stats import Row, interleave, record, spread
 from watchdogs.checks.disk import HISTORY_DDL, LEVELS
 from watchdogs.config import load_config
 from watchdogs.report.refresh import PageRefresher
+from watchdogs.result import BadNode, CheckResult, JobLook, NodesLook, Status
 from watchdogs.scheduler.records import Records
+from watchdogs.scheduler.runs import FinishedRun
+from watchdogs.state import history
 from watchdogs.state.store import StateStore
 
 ITEMS, ALERTS, SAMPLES = 12, 200, 15
@@ -40,7 +51,9 @@ def site(root: Path) -> Path:
     config = root / "watchdogs.toml"
     config.write_text('[scheduler]\nstate_dir = "state"\n\n'
                       '[[check]]\nname = "scratch"\ntype = "disk"\npath = "a"\n\n'
-                      '[[check]]\nname = "home"\ntype = "disk"\npath = "b"\n')
+                      '[[check]]\nname = "home"\ntype = "disk"\npath = "b"\n\n'
+                      '[[check]]\nname = "train"\ntype = "job"\njob_name = "train"\n\n'
+                      '[[check]]\nname = "nodes"\ntype = "nodes"\n')
     return config
 
 
@@ -76,10 +89,47 @@ def fill(store: StateStore, now: float) -> int:
                        " reason) VALUES (?, 'login1', 1, 'chain', ?, ?, ?, 'handover')",
                        (str(1000 + i), now - WEEK + i * 3600 * 5, now - WEEK + i * 3600 * 5 + 3000,
                         None if i == 29 else now - WEEK + i * 3600 * 5 + 3000))
+    rows += fill_history(store, now)
     for name in ("scratch", "home"):
         store.kv_put(LEVELS, name, {"bytes_cap": 2e12, "inodes_cap": 1e7, "window": DAY, "warn": 1.6e12,
                                     "crit": 1.8e12, "inodes_warn": 8e6, "inodes_crit": 9e6})
     return rows + ALERTS
+
+
+def fill_history(store: StateStore, now: float) -> int:
+    with store.transaction() as db:
+        db.execute("INSERT INTO sched_items (item, kind, last_status, last_summary, last_started)"
+                   " VALUES ('train', 'check', 0, 'running', ?)", (now,))
+        samples = [history.Sample(float(t), (t - int(now - WEEK)) // 6, 410.0, "samples", 2.5 - t / now,
+                                  (t - int(now - WEEK)) // 600 * 100, (t - int(now - WEEK)) // 86400, "train")
+                   for t in range(int(now - WEEK), int(now), 60)]
+        for sample in samples:
+            history.add_sample(db, "train", sample)
+        events = [history.Event("train", now - WEEK + d * DAY + k, kind, "4242", "waiting again (BeginTime)")
+                  for d in range(7) for k, kind in enumerate(("requeued", "running"))]
+        history.add_events(db, events)
+        counts = [history.NodeCount(now - WEEK + h * 3600.0, h % 3, h % 2, 64) for h in range(7 * 24)]
+        for count in counts:
+            history.add_node_count(db, "nodes", count, [("node7", "drained", "bad gpu")])
+    return len(samples) + len(events) + len(counts)
+
+
+def runs(now: float, looks: bool) -> list[FinishedRun]:
+    """A job and a nodes check's runs, with or without what they saw."""
+    job = JobLook("running", "4242", now - 3600.0) if looks else None
+    nodes = NodesLook((BadNode("node7", "drained", "bad gpu"),), 64) if looks else None
+    return [FinishedRun("train", "check", 1, now, now + 0.1, CheckResult(Status.OK, "running", look=job)),
+            FinishedRun("nodes", "check", 1, now, now + 0.1, CheckResult(Status.WARNING, "1 drained",
+                                                                           look=nodes))]
+
+
+def training_sample(store: StateStore, now: float) -> None:
+    """What the training check writes each look (watchdogs.checks.training._sample)."""
+    history.ensure(store)
+    with store.transaction() as db:
+        history.last_phase(db, "train")
+        history.add_sample(db, "train", history.Sample(now, 100_000, 410.0, "samples", 1.5, 99_000,
+                                                       history.restarts(db, "train", "4242"), "train"))
 
 
 def timed(fn: Callable[[], object]) -> Callable[[], float]:
@@ -111,31 +161,49 @@ def main() -> None:
         page.every = 0.0  # measure a tick that writes the page (the scheduler writes every `every` s)
 
         def tick() -> None:
-            records.beat(instance, time.time(), {})
+            now = time.time()
+            records.beat(instance, now, {})
+            records.finished(runs(now, looks=False))
 
-        def tick_and_page() -> None:
-            tick()
+        def tick_and_history() -> None:
+            now = time.time()
+            records.beat(instance, now, {})
+            records.finished(runs(now, looks=True))
+            training_sample(store, now)
+
+        def tick_history_page() -> None:
+            tick_and_history()
             page(time.time())
 
-        walls = interleave({"tick": timed(tick), "tick + page": timed(tick_and_page)}, SAMPLES)
-        cpus = interleave({"tick": cpu(tick), "tick + page": cpu(tick_and_page)}, SAMPLES)
+        variants = {"tick": tick, "tick + history": tick_and_history,
+                    "tick + history + page": tick_history_page}
+        walls = interleave({k: timed(f) for k, f in variants.items()}, SAMPLES)
+        cpus = interleave({k: cpu(f) for k, f in variants.items()}, SAMPLES)
         size = page.out.stat().st_size
         store.close()
-    base, with_page = spread(walls["tick"]), spread(walls["tick + page"])
-    extra = spread([b - a for a, b in zip(walls["tick"], walls["tick + page"], strict=True)])
-    cpu_extra = spread([b - a for a, b in zip(cpus["tick"], cpus["tick + page"], strict=True)])
+    base = spread(walls["tick"])
+
+    def added(variant: str, over: str, samples: dict[str, list[float]]) -> str:
+        return spread([b - a for a, b in zip(samples[over], samples[variant], strict=True)]).fmt(1e3, " ms")
+
+    page_cpu = spread([b - a for a, b in zip(cpus["tick + history"], cpus["tick + history + page"],
+                                             strict=True)])
     print(f"state: {rows} rows ({ITEMS + 2} items every 5 min for a week, 2 disk histories of 8 days "
-          f"at 1/min, {ALERTS} alert events); page {size / 1024:.0f} KiB")
-    print(f"written every {every:.0f} s with the default {config.scheduler.tick:.0f}-second tick: "
-          f"{cpu_extra.median / every * 100:.2f} % of a core")
-    print(f"tick        {base.fmt(1e3, ' ms')}")
-    print(f"tick + page {with_page.fmt(1e3, ' ms')}")
-    record(__file__, [Row("status page rewrite per tick (a busy week of state)", "cheap next to a tick",
-                          f"a tick without it: {base.fmt(1e3, ' ms')}",
-                          f"+{extra.fmt(1e3, ' ms')} wall, +{cpu_extra.fmt(1e3, ' ms')} CPU; page "
-                          f"{size / 1024:.0f} KiB; written every {every:.0f} s: "
-                          f"{cpu_extra.median / every * 100:.2f} % of a core",
-                          ".venv/bin/python benchmarks/report_tick.py")])
+          f"at 1/min, {ALERTS} alert events, a week of training samples at 1/min); "
+          f"page {size / 1024:.0f} KiB")
+    for name in variants:
+        print(f"{name:<22} {spread(walls[name]).fmt(1e3, ' ms')}")
+    record(__file__, [
+        Row("history kept per tick (events, node counts, a training sample)", "cheap next to a tick",
+            f"a tick without it: {base.fmt(1e3, ' ms')}",
+            f"+{added('tick + history', 'tick', walls)} wall, +{added('tick + history', 'tick', cpus)} CPU",
+            ".venv/bin/python benchmarks/report_tick.py"),
+        Row("status page rewrite per tick (a busy week of state and history)", "cheap next to a tick",
+            f"a tick with history, without the page: {spread(walls['tick + history']).fmt(1e3, ' ms')}",
+            f"+{added('tick + history + page', 'tick + history', walls)} wall, "
+            f"+{page_cpu.fmt(1e3, ' ms')} CPU; page {size / 1024:.0f} KiB; written every {every:.0f} s: "
+            f"{page_cpu.median / every * 100:.2f} % of a core",
+            ".venv/bin/python benchmarks/report_tick.py")])
 
 
 if __name__ == "__main__":

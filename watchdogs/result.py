@@ -67,6 +67,35 @@ class Notice:
 
 
 @dataclass(frozen=True)
+class JobLook:
+    """What a `job` check saw of its training at this look, for the report's timeline
+    (watchdogs.scheduler.story turns consecutive looks into queued/running/requeued/ended)."""
+
+    phase: str
+    """running, queued, paused or gone (watchdogs.slurmctl.jobstatus's kinds)."""
+    job_id: str | None
+    start: float | None = None
+    """The running job's start: the same job with a new start was requeued in between."""
+    reason: str = ""
+    """Why it waits (squeue's reason) or, once gone, how it ended."""
+
+
+@dataclass(frozen=True)
+class BadNode:
+    name: str
+    state: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class NodesLook:
+    """What a `nodes` check saw: every drained/down node, for the report's counts over time."""
+
+    bad: tuple[BadNode, ...]
+    total: int
+
+
+@dataclass(frozen=True)
 class CheckResult:
     """One look of a check or drop-in: status, summary, details, metrics, and what
     other modules act on (fingerprint, killed_by, notices)."""
@@ -85,6 +114,8 @@ class CheckResult:
     is stopping, such a run counts as cut off (not run)."""
     notices: tuple[Notice, ...] = ()
     """Told once each, whatever the status (the check itself says each only once)."""
+    look: JobLook | NodesLook | None = None
+    """What a job or nodes check saw, kept for the report's history (never alerted on)."""
 
     def render(self) -> str:
         """Back to plugin output: "SUMMARY | perfdata" then detail lines."""

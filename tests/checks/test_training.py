@@ -93,3 +93,28 @@ def test_an_unreadable_health_part_leaves_the_record_to_log_stale(tmp_path: Path
     config = write_config(tmp_path, '[[check]]\nname = "hung"\ntype = "log_stale"\nheartbeats = "hb"\n')
     result = tick(config, store)[0]["hung"]
     assert result.status is Status.OK and "alive at step 5" in result.summary, result.summary
+
+
+def test_each_look_keeps_a_sample_for_the_page_and_a_hung_rank_starts_one_hung_event(
+        tmp_path: Path, store: StateStore) -> None:
+    from trainguard.heartbeat import node_name
+    from watchdogs.state import history
+
+    config = write_config(tmp_path, CHECK)
+    start = datetime.now().astimezone()
+    looks = ((0, 100, "train"), (1, 160, "train"), (2, 160, "hung"), (3, 160, "hung"))
+    for minutes, step, phase in looks:
+        when = start + timedelta(minutes=minutes)
+        health = TrainingHealth(loss=2.0 - step / 1000, loss_step=step, samples_per_s=50.0,
+                                unit="samples", checkpoint_step=step - 60)
+        write_heartbeat(beats_dir(tmp_path), 0, step, phase, now=when.timestamp(), health=health,
+                        job_id="77", frames=("train.py:42 in all_reduce",) if phase == "hung" else ())
+        tick(config, store, now=when)
+    db = store.connection()
+    kept = history.samples(db, "learning", 0)
+    assert [(s.step, s.rate, s.checkpoint_step, s.phase) for s in kept] == [
+        (100, 50.0, 40, "train"), (160, 50.0, 100, "train"), (160, 50.0, 100, "hung"),
+        (160, 50.0, 100, "hung")]
+    hung, = history.events(db, "learning", 0)
+    assert (hung.kind, hung.job_id) == ("hung", "77")
+    assert hung.cause == f"rank 0 on {node_name()} hung at step 160 in train.py:42 in all_reduce"

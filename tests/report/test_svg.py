@@ -109,3 +109,22 @@ def test_a_bytes_axis_steps_round_in_its_binary_unit() -> None:
                           levels=[svg.Level("crit", 91.3 * gib, "#c0392b")], unit=gib)
     assert re.findall(r'class="ylab"[^>]*>([^<]+)<', text) == [
         "0B", "20.0GiB", "40.0GiB", "60.0GiB", "80.0GiB", "100.0GiB"]
+
+
+def test_a_count_axis_steps_in_whole_units_without_repeated_labels() -> None:
+    counts = ((T0, 0.0), (T0 + HOUR, 1.0), (T0 + 2 * HOUR, 2.0))
+    text = svg.line_chart([svg.Series("drained", counts)], title="t", y_label="nodes",
+                          fmt=lambda v: f"{v:.0f}", t0=T0, t1=T0 + 2 * HOUR, whole=True)
+    assert re.findall(r'class="ylab"[^>]*>([^<]+)<', text) == ["0", "1", "2"]
+
+
+def test_checkpoints_are_dots_without_a_line_and_marks_near_the_axis_are_labelled_to_their_right() -> None:
+    steps = svg.Series("step", ((T0, 0.0), (T0 + HOUR, 100.0)))
+    saved = svg.Series("checkpoint saved", ((T0 + 600, 20.0), (T0 + 1200, 40.0)), line=False)
+    text = svg.line_chart([steps, saved], title="t", y_label="step", fmt=str, t0=T0, t1=T0 + HOUR,
+                          marks=[svg.Mark("requeued 10:01", T0 + 60, "#d4a017"),
+                                 svg.Mark("requeued 10:50", T0 + 3000, "#d4a017")])
+    assert re.findall(r'data-label="([^"]+)"', text) == ["step", "checkpoint saved", "checkpoint saved"]
+    assert text.count('<circle class="point" data-label="checkpoint saved"') == 2
+    near, far = re.findall(r'<text class="marklab"[^>]*>', text)
+    assert "text-anchor: start" in near and "text-anchor" not in far

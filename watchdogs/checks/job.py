@@ -32,7 +32,7 @@ from watchdogs.config.options import (
 )
 from watchdogs.config.paths import FILE_TRUSTED
 from watchdogs.errors import SlurmError, WatchdogsError
-from watchdogs.result import CheckResult, Notice
+from watchdogs.result import CheckResult, JobLook, Notice
 from watchdogs.slurmctl import resubmit
 
 if TYPE_CHECKING:
@@ -80,6 +80,8 @@ class JobCheck(Check):
         "checkpoints": Option(path, help="trainguard's checkpoint folder (the step saved)"),
         "notices": Option(subset_of(*jobnotices.KINDS), default=(),
                           help="lifecycle notices to send: started, requeued, ended"),
+        "run_dir": Option(path, help="the training's run folder: its suspect nodes and restarts "
+                                     "in the alert, excluded on resubmit (docs/suspect-nodes.md)"),
         "probe_timeout": Option(timeout, default=10.0, help="reading logs and checkpoints"),
     }
 
@@ -173,10 +175,12 @@ class JobCheck(Check):
             self.accounting_window(ctx)
         rows = self._rows(ctx)
         said = self._notices(ctx, rows)
+        last = (ctx.store.kv_get(MEMORY, self.name, {}).get("job_ids") or [None])[-1]
         lifecycle.remember(self, ctx, verdict, rows)
         result = (self._gone(ctx, rows) if verdict.kind == GONE else
                   CheckResult(verdict.status, verdict.summary, verdict.details, verdict.metrics,
                               verdict.context, verdict.fingerprint))
+        result = dataclasses.replace(result, look=_look(verdict, last, result.summary))
         if not said:
             return result
         # The lifecycle's own `ended` notice already tells a completion.
@@ -208,9 +212,10 @@ class JobCheck(Check):
     # -- lifecycle notices (watchdogs.checks.joblifecycle) --------------------------------
 
     def _notices(self, ctx: TickContext, rows: list[JobRow]) -> list[Notice]:
-        from watchdogs.checks import joblifecycle
+        from watchdogs.checks.joblifecycle import lifecycle_notices
+        from watchdogs.checks.recovery import notices
 
-        return joblifecycle.lifecycle_notices(self, ctx, rows)
+        return [*lifecycle_notices(self, ctx, rows), *notices(self, ctx, rows)]
 
     # -- the job is gone: why, and what to do (watchdogs.checks.jobgone) ------------------
 
@@ -265,3 +270,12 @@ class WatchesLinkedJob:
     def watched_jobs(self, ctx: TickContext) -> list[JobSpec]:
         linked = self.linked_job(ctx)
         return [linked.spec] if linked is not None else []
+
+
+def _look(verdict: Assessment, last_id: str | None, summary: str) -> JobLook:
+    """This look for the report's timeline (watchdogs.scheduler.story)."""
+    row = (verdict.running or verdict.queued or (None,))[0]
+    if row is None:
+        return JobLook(verdict.kind, last_id, None, summary)
+    return JobLook(verdict.kind, row.raw_id, row.start.timestamp() if row.running and row.start else None,
+                   "" if row.running else row.reason)

@@ -13,7 +13,7 @@ from watchdogs.checks.base import Check
 from watchdogs.checks.job import WatchesLinkedJob
 from watchdogs.config.options import Option, count, duration, integer, limit, string, string_list
 from watchdogs.errors import SlurmError
-from watchdogs.result import CheckResult, Metric, Status
+from watchdogs.result import BadNode, CheckResult, Metric, NodesLook, Status
 from watchdogs.slurmctl.hostlist import expand
 from watchdogs.slurmctl.slurmtime import format_clock
 
@@ -132,8 +132,9 @@ class NodesCheck(WatchesLinkedJob, Check):
         context = {"nodes": ",".join(r.name for r in bad)}
         if self.opts.get("partition"):
             context["partition"] = ",".join(self.opts["partition"])
+        look = NodesLook(tuple(BadNode(r.name, r.base_state, r.reason or "") for r in bad), len(nodes))
         return CheckResult(status, summary, tuple(lines[3:]), metrics, context,
-                           fingerprint=",".join(r.name for r in bad))
+                           fingerprint=",".join(r.name for r in bad), look=look)
 
     def _record_events(self, ctx: TickContext, newly_bad: list[NodeRow]) -> dict[str, int]:
         """Record nodes that just went bad; how often each went bad within the window."""

@@ -67,7 +67,31 @@ class TrainingCheck(WatchesLinkedJob, Check):
             return CheckResult(Status.OK, f"no training-health records in {folder} yet "
                                           "(trainguard writes them from its first heartbeat)")
         self._remember(ctx, beats, now)
+        self._sample(ctx, beats, now)
         return judge(beats, now, self._trend(ctx, beats, now))
+
+    def _sample(self, ctx: TickContext, beats: Sequence[Heartbeat], now: float) -> None:
+        """One sample for the status page's curves, under the watched training's name (the
+        linked job check's); a rank that says `hung` starts a `hung` event on its timeline."""
+        from watchdogs.state import history
+
+        lead = _lead(beats)
+        health = lead.health
+        assert health is not None
+        item = self.opts.get("job") or self.name
+        hung = [b for b in beats if b.phase == "hung"]
+        history.ensure(ctx.store)
+        with ctx.store.transaction() as db:
+            if hung and history.last_phase(db, item) != "hung":
+                beat = min(hung, key=lambda b: b.rank)
+                history.add_events(db, [history.Event(
+                    item, now, "hung", beat.job_id or None,
+                    f"rank {beat.rank} on {beat.host or '?'} hung at step {beat.step:,}"
+                    + (f" in {beat.frames[0]}" if beat.frames else ""))])
+            history.add_sample(db, item, history.Sample(
+                now, max(b.step for b in beats), health.rate if health.rate > 0 else None, health.unit,
+                health.loss, health.checkpoint_step if health.checkpoint_step >= 0 else None,
+                history.restarts(db, item, lead.job_id or None), "hung" if hung else lead.phase))
 
     def _remember(self, ctx: TickContext, beats: Sequence[Heartbeat], now: float) -> None:
         lead = _lead(beats)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from watchdogs.alerts.silences import Silence
+from watchdogs.report import story
 from watchdogs.report.forecastline import ForecastLine, forecast_line
 
 if TYPE_CHECKING:
@@ -41,7 +42,9 @@ class ItemView:
     runs: tuple[Run, ...]
     """This week's runs, oldest first."""
     changes: tuple[Run, ...]
-    """The runs where the status, the job id or the summary's first words changed: the story."""
+    """The runs where the status, the job id or the summary's first words changed."""
+    story: story.TrainingStory | None
+    """For a job check: its events and samples (watchdogs.state.history)."""
     last_status: str | None
     last_summary: str | None
 
@@ -81,6 +84,7 @@ class NodesView:
     bad_now: tuple[str, ...]
     summary: str | None
     events: tuple[NodeEvent, ...]
+    history: story.NodesHistory
 
 
 @dataclass(frozen=True)
@@ -149,10 +153,7 @@ class Report:
 
 
 MISSING = (
-    "the training's step, throughput and loss over time: heartbeats are read each tick but not kept",
-    "checkpoints over time: only the newest checkpoint is looked at, none is recorded",
-    "drained/down node counts over time: only the moments a node went bad are recorded "
-    "(within the nodes check's flapping_window)",
+    "GPU use over time: only the latest reading is in the heartbeat (no GPU on this cluster is tested)",
 )
 
 
@@ -186,7 +187,7 @@ def gather(config: Config, store: StateStore, now: float) -> Report:
     fine, headline = _headline(items, open_alerts, stale, live is not None)
     disks = tuple(_disk(db, c.name, str(c.options.get("path", "")), now)
                   for c in config.checks if c.enabled and c.type == "disk")
-    nodes = tuple(_nodes(store, db, c.name, next((i for i in items if i.item == c.name), None))
+    nodes = tuple(_nodes(store, db, c.name, next((i for i in items if i.item == c.name), None), since)
                   for c in config.checks if c.enabled and c.type == "nodes")
     return Report(
         now=now, fine=fine, headline=headline,
@@ -210,8 +211,9 @@ def _item(db: sqlite3.Connection, row: sqlite3.Row, kind: str, since: float) -> 
     runs = tuple(Run(started, finished or started, None if status is None else names[status], summary or "",
                      job_id) for started, finished, status, summary, job_id in rows)
     last = row["last_status"]
-    return ItemView(row["item"], kind, runs, _changes(runs), names.get(last) if last is not None else None,
-                    row["last_summary"])
+    told = story.training(db, row["item"], since) if kind in TRAINING_TYPES else None
+    return ItemView(row["item"], kind, runs, _changes(runs), told,
+                    names.get(last) if last is not None else None, row["last_summary"])
 
 
 def _changes(runs: tuple[Run, ...]) -> tuple[Run, ...]:
@@ -259,12 +261,14 @@ def _disk(db: sqlite3.Connection, name: str, path: str, now: float) -> DiskView:
                     forecast_line(inodes, now, lv.window, lv.inodes_warn, lv.inodes_crit, lv.inodes_cap))
 
 
-def _nodes(store: StateStore, db: sqlite3.Connection, name: str, item: ItemView | None) -> NodesView:
+def _nodes(store: StateStore, db: sqlite3.Connection, name: str, item: ItemView | None,
+           since: float) -> NodesView:
     bad = store.kv_get("check.nodes", name, {}).get("bad", [])
     events = tuple(NodeEvent(r[0], r[1], r[2]) for r in
                    _rows(db, "SELECT t, node, state FROM node_events WHERE check_name = ? ORDER BY t",
                          (name,)))
-    return NodesView(name, tuple(bad), item.last_summary if item else None, events)
+    return NodesView(name, tuple(bad), item.last_summary if item else None, events,
+                     story.nodes(db, name, since))
 
 
 def _alert_log(db: sqlite3.Connection, since: float) -> tuple[AlertEntry, ...]:

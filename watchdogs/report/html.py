@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from watchdogs import humanize
-from watchdogs.report import svg
+from watchdogs.report import storycharts, svg
 from watchdogs.report.data import DiskView, ItemView, Report, Run
 from watchdogs.report.forecastline import ForecastLine
 
@@ -131,10 +131,15 @@ def render(report: Report, env: jinja2.Environment | None = None) -> str:
     t0 = min(starts, default=report.now - 3600)
     strips = {i.item: _strip(i, t0, report.now) for i in items if i.runs}
     disks = {d.name: _disk_charts(d, report.now) for d in report.disks}
+    stories = {t.item: storycharts.training_charts(t.story, report.now) for t in report.trainings if t.story}
+    nodes = {n.name: storycharts.nodes_chart(n.name, n.history, report.now) for n in report.nodes}
     return env.get_template(TEMPLATE).render(
         r=report, strips={k: markup(v) for k, v in strips.items()},
         disks={k: [markup(c) for c in v] for k, v in disks.items()},
-        colours=svg.STATUS_COLOURS)
+        stories={k: [markup(c) for c in v] for k, v in stories.items()},
+        node_charts={k: markup(v) for k, v in nodes.items() if v},
+        year=365 * 86400.0, colours=svg.STATUS_COLOURS, event_colours=storycharts.EVENT_COLOURS,
+        checkpoint=storycharts.CHECKPOINT, drained=storycharts.DRAINED, down=storycharts.DOWN)
 
 
 def write(report: Report, out: Path, env: jinja2.Environment | None = None) -> Path:

@@ -34,6 +34,8 @@ class Series:
     """(unix time, value), in time order."""
     dashed: bool = False
     colour: str = "#2f6690"
+    line: bool = True
+    """False: dots only (checkpoints: moments, not a quantity that moves between them)."""
 
 
 @dataclass(frozen=True)
@@ -93,11 +95,11 @@ def time_ticks(t0: float, t1: float, most: int = 7) -> list[tuple[float, str]]:
     return ticks
 
 
-def value_ticks(lo: float, hi: float, most: int = 5) -> list[float]:
-    """1-2-5 steps covering lo..hi."""
+def value_ticks(lo: float, hi: float, most: int = 5, least: float = 0.0) -> list[float]:
+    """1-2-5 steps covering lo..hi, none smaller than `least` (1 for counts of things)."""
     if hi <= lo:
         hi = lo + 1
-    raw = (hi - lo) / most
+    raw = max((hi - lo) / most, least)
     power = 10 ** math.floor(math.log10(raw))
     step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
     start = math.floor(lo / step) * step
@@ -115,12 +117,13 @@ def _frame(t0: float, t1: float, lo: float, hi: float) -> tuple[Scale, Scale]:
 
 def line_chart(series: Sequence[Series], *, title: str, y_label: str, fmt: Callable[[float], str],
                t0: float, t1: float, levels: Sequence[Level] = (), marks: Sequence[Mark] = (),
-               unit: float = 1.0) -> str:
+               unit: float = 1.0, whole: bool = False) -> str:
     """Lines over time with labelled axes, level lines and moment marks. `unit`: the value
-    axis steps round in this unit (1024**3 for GiB), not in ones."""
+    axis steps round in this unit (1024**3 for GiB), not in ones; `whole`: in whole units
+    (a count of nodes has no half)."""
     values = [v for s in series for _, v in s.points] + [lv.value for lv in levels]
     lo, hi = (min(values, default=0.0), max(values, default=1.0))
-    ticks = [v * unit for v in value_ticks(min(lo, 0.0) / unit, hi / unit)]
+    ticks = [v * unit for v in value_ticks(min(lo, 0.0) / unit, hi / unit, least=1.0 if whole else 0.0)]
     lo, hi = ticks[0], ticks[-1]
     x, y = _frame(t0, t1, lo, hi)
     parts = [_open(title)]
@@ -134,15 +137,21 @@ def line_chart(series: Sequence[Series], *, title: str, y_label: str, fmt: Calla
         parts.append(f'<line class="level" stroke="{lv.colour}" x1="{LEFT}" x2="{WIDTH - RIGHT}" '
                      f'y1="{y(lv.value):.1f}" y2="{y(lv.value):.1f}"/>'
                      f'<text class="levlab" fill="{lv.colour}" '
-                     f'x="{WIDTH - RIGHT - 2}" y="{y(lv.value) - 4:.1f}">{escape(lv.label)}</text>')
-    for m in marks:
+                     f'x="{LEFT + 4}" y="{y(lv.value) - 4:.1f}">{escape(lv.label)}</text>')
+    for i, m in enumerate(marks):  # labels a line apart, so that close marks stay readable
         parts.append(f'<line class="mark" stroke="{m.colour}" x1="{x(m.t):.1f}" x2="{x(m.t):.1f}" '
-                     f'y1="{TOP}" y2="{HEIGHT - BOTTOM}"/><text class="marklab" fill="{m.colour}" '
-                     f'x="{x(m.t) - 4:.1f}" y="{TOP + 12}">{escape(m.label)}</text>')
+                     f'y1="{TOP}" y2="{HEIGHT - BOTTOM}"><title>{escape(m.label)}</title></line>'
+                     f'<text class="marklab" fill="{m.colour}" {_beside(x(m.t))} '
+                     f'y="{TOP + 12 + 13 * (i % 3)}">{escape(m.label)}</text>')
     for s in series:
         pts = thin(s.points)
         text = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in pts)
         dash = ' stroke-dasharray="6 4"' if s.dashed else ""
+        if not s.line:  # moments (checkpoints): as many dots as a chart shows apart, the last kept
+            pts = thin(s.points, DOTS)
+            parts += [f'<circle class="point" data-label="{escape(s.label)}" cx="{x(t):.1f}" cy="{y(v):.1f}" '
+                      f'r="3.5" fill="{s.colour}"><title>{escape(s.label)}</title></circle>' for t, v in pts]
+            continue
         parts.append(f'<polyline class="series" data-label="{escape(s.label)}" data-points="{len(pts)}" '
                      f'stroke="{s.colour}"{dash} points="{text}"><title>{escape(s.label)}</title></polyline>')
         if len(pts) <= DOTS and not s.dashed:  # few readings: each one seen (one alone has no line)
@@ -166,6 +175,14 @@ def status_strip(ticks: Sequence[Tick], *, title: str, t0: float, t1: float) -> 
     parts += _time_axis(t0, t1, x, bottom=height - 30)
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _beside(at: float) -> str:
+    """A mark's label left of its line, or right of it near the value axis (where it would
+    run over the axis' numbers)."""
+    if at - LEFT < 160:
+        return f'x="{at + 4:.1f}" style="text-anchor: start"'
+    return f'x="{at - 4:.1f}"'
 
 
 def _open(title: str, height: int = HEIGHT) -> str:

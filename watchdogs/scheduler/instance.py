@@ -14,19 +14,19 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 
-from watchdogs import units
 from watchdogs.alerts import build_guarded_sink, selfalerts
 from watchdogs.alerts.guarded import GuardedSink
 from watchdogs.config.model import SchedulerSettings
-from watchdogs.errors import WatchdogsError
 from watchdogs.plugins import CHECKS_GROUP, Registry, load_group
 from watchdogs.scheduler import chain, startup
+from watchdogs.scheduler.chores import Periodic
 from watchdogs.scheduler.deadman import DeadMansSwitch
 from watchdogs.scheduler.lock import Lock
-from watchdogs.scheduler.loop import Periodic, Scheduler
+from watchdogs.scheduler.loop import Scheduler
 from watchdogs.scheduler.publish import StateOwner
 from watchdogs.scheduler.records import Records
 from watchdogs.scheduler.stopflag import StopFlag
+from watchdogs.scheduler.successor import RETRY_S, cancel_successors, secure_successor
 from watchdogs.sink import ItemOutcome
 from watchdogs.slurmctl.runner import SlurmRunner, run_slurm
 from watchdogs.state import locking
@@ -34,39 +34,6 @@ from watchdogs.state.store import CORRUPT, StateStore, state_problem
 
 LOG = logging.getLogger("watchdogs.scheduler")
 COMMAND_LOCK_WAIT_S = 15.0
-RETRY_S = 30.0
-"""How soon a failed successor check is retried."""
-
-
-class SuccessorKeeper:
-    """Makes sure a successor is queued: at start, then every chain.RECHECK_S (sooner after
-    a failure), because someone may scancel the pending one."""
-
-    def __init__(self, settings: chain.ChainSettings, job_id: str | None, delay: float,
-                 env: Mapping[str, str], runner: SlurmRunner = run_slurm) -> None:
-        self.settings = settings
-        self.runner = runner
-        self.job_id = job_id
-        self.delay = delay
-        self.env = env
-        self.next_check = 0.0
-        self.secured = False
-
-    def __call__(self, now: float) -> None:
-        if now < self.next_check:
-            return
-        self.next_check = now + RETRY_S
-        script = chain.own_script(self.job_id, self.env, self.runner)
-        done = chain.ensure_successor(self.settings, self.job_id, script, self.delay, self.env, self.runner)
-        LOG.info("chain: %s", done)
-        self.secured = True
-        self.next_check = now + chain.RECHECK_S
-
-    def try_now(self, now: float) -> None:
-        try:
-            self(now)
-        except WatchdogsError as exc:
-            LOG.error("chain: cannot make sure a successor is queued (retried in %.0fs): %s", RETRY_S, exc)
 
 
 def run_instance(config_path: Path, *, chained: bool, stop: StopFlag, registry: Registry | None = None,
@@ -89,7 +56,7 @@ def run_instance(config_path: Path, *, chained: bool, stop: StopFlag, registry: 
     records = Records(state.store)
     job_id = env.get("SLURM_JOB_ID") or None
     instance = _begin(records, clock(), job_id, "chain" if chained else "foreground")
-    keeper = _secure_successor(settings, records, instance, job_id, env, clock, runner) if chained else None
+    keeper = secure_successor(settings, records, instance, job_id, env, clock, runner) if chained else None
     if keeper is not None and keeper.secured and _submitted_by_hand(settings, env):
         reason = (f"handover: submitted by hand as {env.get('SLURM_JOB_NAME')!r}; the chain goes on as "
                   f"{settings.job_name!r} with its log in {settings.output_dir}")
@@ -173,7 +140,7 @@ def run_instance(config_path: Path, *, chained: bool, stop: StopFlag, registry: 
         LOG.info("scheduler instance ended: %s", reason)
         switch.wait()
     if chained and reason.startswith("stop file"):
-        _cancel_successors(settings, job_id, env, runner)
+        cancel_successors(settings, job_id, env, runner)
     return 0
 
 
@@ -292,33 +259,3 @@ def _end(records: Records, instance: int, now: float, reason: str) -> None:
 
 def _dt(ts: float) -> datetime:
     return datetime.fromtimestamp(ts, timezone.utc)
-
-
-def _secure_successor(settings: chain.ChainSettings, records: Records, instance: int, job_id: str | None,
-                      env: Mapping[str, str], clock: Callable[[], float], runner: SlurmRunner
-                      ) -> SuccessorKeeper:
-    delay, streak = chain.crash_backoff(records.lives_before(instance))
-    if delay:
-        LOG.warning("chain: backing off: the last %d instances ended within %.0fs of starting; "
-                    "the successor begins in %s instead of at once", streak, chain.YOUNG_S,
-                    units.format_duration(delay))
-    keeper = SuccessorKeeper(settings, job_id, delay, env, runner)
-    keeper.try_now(clock())
-    return keeper
-
-
-def _cancel_successors(settings: chain.ChainSettings, own: str | None, env: Mapping[str, str],
-                       runner: SlurmRunner) -> None:
-    """The stop file ends the chain on purpose: the queued successor goes too."""
-    jobs, error = chain.safe_chain_jobs(settings, env, runner)
-    if error:
-        LOG.error("chain: cannot cancel the successor (it will exit at start): %s", error)
-        return
-    pending = [j.id for j in jobs if j.id != own]
-    try:
-        chain.cancel(pending, env, runner)
-    except WatchdogsError as exc:
-        LOG.error("chain: cannot cancel %s (it will exit at start): %s", ", ".join(pending), exc)
-        return
-    if pending:
-        LOG.info("chain: stop file: cancelled successor %s", ", ".join(pending))

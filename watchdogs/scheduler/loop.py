@@ -18,7 +18,6 @@ import logging
 import queue
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
 from datetime import datetime, timezone, tzinfo
 from typing import TYPE_CHECKING
 
@@ -30,22 +29,25 @@ from tzlocal import get_localzone
 from watchdogs import units
 from watchdogs.scheduler import metrics
 from watchdogs.scheduler import records as records_schema
+from watchdogs.scheduler.chores import Periodic, run_due
+from watchdogs.scheduler.held import HeldOutcomes
 from watchdogs.scheduler.inbox import removed_items
 from watchdogs.scheduler.items import Item, check_items, dropin_items
-from watchdogs.scheduler.prune import SCHEDULER_LOGS, prune_files
+from watchdogs.scheduler.prune import prune_state
 from watchdogs.scheduler.records import GuardedRecords, Records
 from watchdogs.scheduler.refusals import refusal_outcomes
-from watchdogs.scheduler.runner import RUNS_DIR, Due, Finished, LoopEvent, Runner
-from watchdogs.scheduler.runs import FinishedRun
+from watchdogs.scheduler.runner import Due, Finished, LoopEvent, Runner
+from watchdogs.scheduler.runs import FinishedRun, cut_off_by_job_end
 from watchdogs.scheduler.stopflag import StopFlag
 from watchdogs.schedules import first_run, make_trigger
+from watchdogs.state import history
 
 if TYPE_CHECKING:
     from watchdogs.config.model import Config
     from watchdogs.dropins.safety import Refusal
     from watchdogs.plugins import Registry
     from watchdogs.scheduler.publish import StateOwner
-    from watchdogs.sink import ItemOutcome, ResultSink
+    from watchdogs.sink import ResultSink
     from watchdogs.state.store import StateStore
 
 LOG = logging.getLogger("watchdogs.scheduler")
@@ -53,19 +55,7 @@ POLL_S = 0.5
 """How often the loop looks at the stop flag while idle (a signal handler only sets it)."""
 COALESCE_S = 0.05
 """Items due within this of each other run as one batch."""
-SETTLE_S = 20.0
-"""How long finished results wait for the rest of their batch, so one tick's news goes
-out as one message even when its items finish a moment apart."""
 PRUNE_EVERY_S = 3600.0
-
-
-@dataclass(frozen=True)
-class Periodic:
-    """A chore run from the loop every `every` seconds (e.g. the chain's successor check)."""
-
-    every: float
-    action: Callable[[float], None]
-    name: str
 
 
 def _noop() -> None:
@@ -95,8 +85,7 @@ class Scheduler:
         self.events: queue.Queue[LoopEvent] = queue.Queue()
         self.runner = Runner(config, store, self.records, self.events, instance, env, clock)
         self.items: dict[str, Item] = {}
-        self._outcomes: list[ItemOutcome] = []
-        self._held_since = 0.0
+        self.held = HeldOutcomes()
         self.refused: list[Refusal] = []
         self.owner = owner
         self._known: set[str] | None = None
@@ -136,7 +125,7 @@ class Scheduler:
                 if now - last_prune >= PRUNE_EVERY_S:
                     last_prune = now
                     self._prune(now)
-                self._chores(now, last_chores)
+                run_due(self.periodic, now, last_chores)
         return self._shutdown()
 
     def use_store(self, store: StateStore) -> None:
@@ -144,6 +133,7 @@ class Scheduler:
         is full or broken (checks keep their memory there, drop-ins their logs), the real
         one again when it can be written. Taken by the next batch started."""
         store.ensure_schema(records_schema.SCHEMA, records_schema.VERSION, records_schema.DDL)
+        history.ensure(store)
         self.records.store = store
         self.runner.store = store
 
@@ -175,7 +165,7 @@ class Scheduler:
         """Record finished runs at once; their outcomes go to the sink together (`_deliver`)."""
         if not finished:
             return
-        finished = self._cut_off_by_job_end(finished)
+        finished = cut_off_by_job_end(finished, lambda: self.stop.request is not None, POLL_S)
         for run, _item in finished:
             self.runner.settle(run)
         self.records.finished([run for run, _ in finished])
@@ -184,50 +174,21 @@ class Scheduler:
                 LOG.warning("%s: interrupted (the scheduler is stopping); counts as not run", run.item)
                 continue
             LOG.info("%s: %s: %s", run.item, run.result.status.name, run.result.summary)
-            self._outcomes.append(item.outcome(run.result, _dt(run.started), _dt(run.finished), run.log))
-            self._held_since = self._held_since or time.monotonic()
+            self.held.add([item.outcome(run.result, _dt(run.started), _dt(run.finished), run.log)])
 
     def _deliver(self, now: float, tick: bool) -> None:
-        """One sink call with every outcome since the last: as soon as nothing runs any
-        more, else at a tick once the batches of the waiting outcomes have settled (none of
-        their items still runs), but never later than SETTLE_S after the first of them
-        finished: a slow drop-in holds back its batch's alerts for that long at most."""
-        if not self._outcomes:
-            self._held_since = 0.0
+        """One sink call with every outcome since the last, once their batch has settled."""
+        outcomes = self.held.take(self.runner.busy(), tick, [r.started for r in self.runner.running.values()])
+        if not outcomes:
             return
-        held = time.monotonic() - self._held_since
-        if self.runner.busy() and (not tick or (self._unsettled() and held < SETTLE_S)):
-            return
-        outcomes, self._outcomes = self._outcomes, []
-        self._held_since = 0.0
         try:
             self.sink.handle(outcomes, _dt(now))
         except Exception:
             LOG.exception("the result sink failed to take %d outcomes", len(outcomes))
 
-    def _unsettled(self) -> bool:
-        """Does an item started with one of the waiting outcomes still run?"""
-        batches = {round(o.started.timestamp(), 3) for o in self._outcomes}
-        return any(round(run.started, 3) in batches for run in self.runner.running.values())
-
     def _next_run(self, item_id: str) -> float | None:
         job = self._aps.get_job(item_id)
         return job.next_run_time.timestamp() if job is not None and job.next_run_time else None
-
-    def _cut_off_by_job_end(self, finished: list[tuple[FinishedRun, Item]]
-                            ) -> list[tuple[FinishedRun, Item]]:
-        """scancel, preemption or a node shutdown signal every process of the job at once,
-        drop-ins included: a drop-in killed by a signal while we are stopping was cut off,
-        which counts as not run, not as its result. The signal may reach the drop-in a
-        moment before our own handler runs, so such a result waits one poll first."""
-        killed = [run for run, _ in finished if run.result is not None and run.result.killed_by is not None]
-        if not killed:
-            return finished
-        if self.stop.request is None:
-            time.sleep(POLL_S)
-        if self.stop.request is None:
-            return finished
-        return [(replace(run, result=None) if run in killed else run, item) for run, item in finished]
 
     def _tick(self, now: float) -> None:
         self._sync(now)
@@ -255,9 +216,7 @@ class Scheduler:
         except Exception:
             LOG.exception("queued changes could not be applied")
             return
-        if made:
-            self._outcomes += made
-            self._held_since = self._held_since or time.monotonic()
+        self.held.add(made)
 
     def _resolve_removed(self, now: float) -> None:
         """An item that left the config (or cron.d) closes its open alert, with that reason."""
@@ -272,18 +231,7 @@ class Scheduler:
             return
         for outcome in made:
             LOG.info("%s: %s: its open alert is resolved", outcome.item, outcome.result.summary)
-        if made:
-            self._outcomes += made
-            self._held_since = self._held_since or time.monotonic()
-
-    def _chores(self, now: float, last: dict[str, float]) -> None:
-        for chore in self.periodic:
-            if now - last[chore.name] >= chore.every:
-                last[chore.name] = now
-                try:
-                    chore.action(now)
-                except Exception:
-                    LOG.exception("%s failed; retried in %.0fs", chore.name, chore.every)
+        self.held.add(made)
 
     def _sync(self, now: float) -> None:
         """Rescan cron.d: add new items, drop removed ones, reschedule changed ones."""
@@ -293,7 +241,7 @@ class Scheduler:
             if str(refusal) not in self._warned:
                 self._warned.add(str(refusal))
                 LOG.warning("refused: %s", refusal)
-        self._outcomes += refusal_outcomes(refused, self._refused_paths, _dt(now))
+        self.held.add(refusal_outcomes(refused, self._refused_paths, _dt(now)))
         self._refused_paths = {r.path for r in refused}
         wanted = {i.id: i for i in self._checks + dropins}
         for item_id in set(self.items) - set(wanted):
@@ -321,12 +269,7 @@ class Scheduler:
         self.events.put(Due(event.job_id, event.scheduled_run_times[-1].timestamp()))
 
     def _prune(self, now: float) -> None:
-        cutoff = now - self.config.scheduler.log_retention
-        state = self.config.scheduler.state_dir
-        removed = prune_files(state / RUNS_DIR, cutoff) + prune_files(state / SCHEDULER_LOGS, cutoff)
-        history = self.records.prune(cutoff)
-        if removed or history:
-            LOG.info("pruned %d run logs and %d history rows older than the log retention", removed, history)
+        prune_state(self.config.scheduler, self.records, now)
 
     def _shutdown(self) -> str:
         reason, grace = self.stop.request or ("stopped", 0.0)

@@ -2,8 +2,16 @@
 so the watchdog never eats the inode quota it is watching."""
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from watchdogs.config.model import SchedulerSettings
+    from watchdogs.scheduler.records import Records
+
+LOG = logging.getLogger("watchdogs.scheduler")
 
 SCHEDULER_LOGS = "scheduler"
 RUNS_DIR = "runs"
@@ -35,3 +43,14 @@ def prune_files(root: Path, cutoff: float) -> int:
             except OSError:
                 pass
     return removed
+
+
+def prune_state(settings: SchedulerSettings, records: Records, now: float) -> None:
+    """Everything older than `log_retention`: run logs, the scheduler's own logs, and the
+    run history in the state database."""
+    cutoff = now - settings.log_retention
+    state = settings.state_dir
+    removed = prune_files(state / RUNS_DIR, cutoff) + prune_files(state / SCHEDULER_LOGS, cutoff)
+    history = records.prune(cutoff)
+    if removed or history:
+        LOG.info("pruned %d run logs and %d history rows older than the log retention", removed, history)

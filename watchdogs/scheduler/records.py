@@ -38,6 +38,10 @@ class Records:
     def __init__(self, store: StateStore) -> None:
         self.store = store
         store.ensure_schema(SCHEMA, VERSION, DDL)
+        # Here, not at the top: `status` reads these tables and needs nothing of the history.
+        from watchdogs.state import history
+
+        history.ensure(store)
 
     # -- instances -------------------------------------------------------------------
     def begin_instance(self, now: float, job_id: str | None, mode: str) -> int:
@@ -128,6 +132,10 @@ class Records:
         if res is None:
             db.execute("UPDATE sched_items SET running_since = NULL WHERE item = ?", (run.item,))
             return
+        if res.look is not None:
+            from watchdogs.scheduler import story
+
+            story.record(db, run.item, run.started, res)
         db.execute("INSERT INTO sched_items (item, kind) VALUES (?, ?) ON CONFLICT (item) DO NOTHING",
                    (run.item, run.kind))
         db.execute("UPDATE sched_items SET anchor = ?, last_started = ?, last_finished = ?,"
@@ -160,6 +168,9 @@ class Records:
         result, which lives in sched_items)."""
         with self.store.transaction() as db:
             runs = db.execute("DELETE FROM sched_runs WHERE started < ?", (cutoff,)).rowcount
+            from watchdogs.state import history
+
+            runs += history.prune(db, cutoff)
             db.execute("DELETE FROM sched_instances WHERE ended IS NOT NULL AND ended < ? AND id NOT IN"
                        " (SELECT id FROM sched_instances ORDER BY id DESC LIMIT 30)", (cutoff,))
         return runs

@@ -3,11 +3,15 @@ scheduler instance's life (for the chain's crash-loop backoff). The tables are i
 watchdogs.scheduler.records."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
     from watchdogs.result import CheckResult
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -41,3 +45,19 @@ class Life:
     @property
     def last_seen(self) -> float:
         return self.ended or self.heartbeat or self.started
+
+
+def cut_off_by_job_end(finished: list[tuple[FinishedRun, T]], stopping: Callable[[], bool], wait: float,
+                       sleep: Callable[[float], None] = time.sleep) -> list[tuple[FinishedRun, T]]:
+    """scancel, preemption or a node shutdown signal every process of the job at once,
+    drop-ins included: a drop-in killed by a signal while we are stopping was cut off,
+    which counts as not run, not as its result. The signal may reach the drop-in a
+    moment before our own handler runs, so such a result waits `wait` seconds first."""
+    killed = [run for run, _ in finished if run.result is not None and run.result.killed_by is not None]
+    if not killed:
+        return finished
+    if not stopping():
+        sleep(wait)
+    if not stopping():
+        return finished
+    return [(replace(run, result=None) if run in killed else run, item) for run, item in finished]
