@@ -84,6 +84,11 @@ class Notifier(Configured, ABC):
         May read a secret (a URL with a token): SecretError."""
         return ()
 
+    def local_problem(self) -> str | None:
+        """What stops a channel that stays on the host from delivering here (a missing
+        folder), with the fix; None when nothing does (`watchdogs doctor` shows it)."""
+        return None
+
     @property
     def proxy(self) -> str | None:
         """The channel's own `proxy` key (None: the environment decides, per URL)."""

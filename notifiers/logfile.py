@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shlex
 import stat
 from collections.abc import Mapping
 from typing import ClassVar
@@ -34,7 +35,17 @@ class LogfileNotifier(Notifier):
             self._append(data.encode("utf-8"))
         except OSError as exc:
             # A full or read-only disk may recover; a missing folder too (a mount coming back).
-            raise TransportError(f"cannot append to {self.opts['path']}: {exc.strerror}") from None
+            said = self.local_problem() if exc.errno == errno.ENOENT else None
+            raise TransportError(said or f"cannot append to {self.opts['path']}: {exc.strerror}") from None
+
+    def local_problem(self) -> str | None:
+        # The folder is not created here: a missing one may be a mount not back yet, and a
+        # folder made in its place would hide the alerts under the mount when it returns.
+        folder = self.opts["path"].parent
+        if folder.is_dir():
+            return None
+        return (f"cannot append to {self.opts['path']}: the folder {folder} does not exist "
+                f"(create it: mkdir -p {shlex.quote(str(folder))})")
 
     def _append(self, data: bytes) -> None:
         """One O_APPEND write, so lines from several writers never interleave mid-line.

@@ -3,10 +3,14 @@ the newest log lines are kept and the oldest cut (and the cut is said at the top
 is cut at a clause or a word, never mid-word, and a `key=` without a value is left out."""
 from __future__ import annotations
 
+import re
+import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 LOG_MARKER = "last lines of "
+# What the job check says it left out of the log, after the path (watchdogs.checks.jobgone).
+_CUT_NOTE = re.compile(r" \([^()]*older lines? not shown[^()]*\)$")
 SUBJECT_MAX = 110
 """A phone shows 40-110 characters of a subject; what follows is for the mail client."""
 
@@ -63,11 +67,12 @@ def where(context: Mapping[str, str]) -> str:
 
 
 def log_path(details: Sequence[str]) -> str:
-    """PATH from a "last lines of PATH:" line, or ""."""
+    """PATH from a "last lines of PATH:" or "last lines of PATH (41 older lines not shown):"
+    line, or ""."""
     for line in details:
         text = str(line)
         if text.startswith(LOG_MARKER):
-            return text[len(LOG_MARKER):].rstrip(":")
+            return _CUT_NOTE.sub("", text[len(LOG_MARKER):].rstrip(":"))
     return ""
 
 
@@ -76,12 +81,20 @@ def next_step(event: Any, host: str) -> str:
     the log that holds the story, else the Slurm command that shows the job."""
     if event.runbook:
         return str(event.runbook)
-    path = log_path(event.details) or getattr(event, "log", "")
+    path = log_path(event.details) or getattr(event, "log", "") or event.context.get("log", "")
     if path:
-        return f"tail -n 50 {path}   (on {host})"
+        # Quoted: the command is copied into a shell, and log folders hold spaces.
+        return f"tail -n 50 {shlex.quote(path)}   (on {host})"
     job = event.context.get("job")
     if job and event.context.get("state") == "GONE":
         return f"sacct -j {job} -o JobID,State,ExitCode,Elapsed,MaxRSS,NodeList   (on {host})"
     if job:
         return f"squeue -j {job}; scontrol show job {job}   (on {host})"
+    nodes = shlex.quote(str(event.context.get("nodes") or ""))
+    if nodes != "''":
+        # The nodes check: who drained them, when and why (a hostlist's brackets quoted).
+        return f"sinfo -R -n {nodes}; scontrol show node {nodes}   (on {host})"
+    path = shlex.quote(str(event.context.get("path") or ""))
+    if event.context.get("source") == "statvfs" and path != "''":
+        return f"df -h {path}; df -i {path}   (on {host})"
     return f"watchdogs alerts   (on {host}; `watchdogs status` names each item's run-log folder)"

@@ -14,6 +14,12 @@ folder ..."), "" when nothing is. A rank whose progress watchdog found it hung
 (the main thread's innermost frames) and `report` (the path of its hang report).
 `health` (trainguard.health_record) is what the rank measured about its training: loss,
 throughput, step and compute time, findings; absent when health is off.
+
+How a run ended (`run_end`) is read from the same records: the guard writes `"phase": "done"`
+when the training finished (`finish()`, the end of its `with` block) and `"stopping"` when it
+stopped the training itself; rank 0's exit file (trainguard.exits.write_exit_file: the code,
+then "<cause> after step N; ...") is written by a stop only, and names the cause. The batch
+templates keep it beside the heartbeat folder (EXIT_FILE_BESIDE), where the watchdog looks.
 """
 from __future__ import annotations
 
@@ -22,10 +28,12 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trainguard.causes import Cause
 from trainguard.health_record import TrainingHealth
 
 if TYPE_CHECKING:
@@ -34,6 +42,11 @@ if TYPE_CHECKING:
 PHASES = ("start", "train", "eval", "data_loading", "saving", "stopping", "done", "hung")
 # Phases in which a rank may legitimately not advance its step for a long time.
 BUSY_PHASES = ("eval", "data_loading", "saving", "stopping")
+# The batch templates' layout (slurm/train-*.slurm): $RUN_DIR/heartbeat holds the records and
+# $RUN_DIR/exit-code.$SLURM_JOB_ID the exit file (tests/foundation/test_templates_layout.py).
+EXIT_FILE_BESIDE = "exit-code.{job_id}"
+# How a run ended, as trainguard saw it.
+FINISHED, STOPPED = "finished", "stopped"
 
 
 @dataclass(frozen=True)
@@ -141,3 +154,49 @@ class HeartbeatWriter:
                 self._warned = True
                 logging.getLogger("trainguard").warning(
                     "trainguard: cannot write the heartbeat in %s: %s", self.directory, exc)
+
+
+@dataclass(frozen=True)
+class RunEnd:
+    """How one run of a job ended, as trainguard recorded it: FINISHED (the training ended
+    its loop) or STOPPED (the guard stopped it), at `step`. For a stop, `cause` and
+    `exit_code` come from the exit file; None when it is not there to say."""
+
+    kind: str
+    step: int
+    cause: Cause | None = None
+    exit_code: int | None = None
+
+
+def exit_file_beside(directory: Path, job_id: str) -> Path:
+    """Where the batch templates write the exit file of `job_id`, given the heartbeat folder."""
+    return Path(directory).parent / EXIT_FILE_BESIDE.format(job_id=job_id)
+
+
+def parse_exit_file(text: str) -> tuple[int | None, Cause | None]:
+    """The code and the cause of an exit file ("0\nkill_switch after step 12; ..."); None
+    for what it does not say (a stop at start-up writes the code alone)."""
+    lines = text.splitlines()
+    code = int(lines[0]) if lines and lines[0].strip().lstrip("-").isdigit() else None
+    words = lines[1] if len(lines) > 1 else ""
+    label = words.split(" after step ", 1)[0] if " after step " in words else ""
+    cause = next((c for c in Cause if c.label == label), None)
+    return code, cause
+
+
+def run_end(records: Sequence[Heartbeat], job_id: str, exit_text: str | None = None) -> RunEnd | None:
+    """How the run of `job_id` ended, from its ranks' last records and (for a stop) the exit
+    file's text; None when the records do not say (the run was killed from outside while
+    training, or there are none)."""
+    mine = [r for r in records if not r.job_id or r.job_id == job_id]
+    if not mine:
+        return None
+    step = max(r.step for r in mine)
+    code, cause = parse_exit_file(exit_text) if exit_text else (None, None)
+    # Only a stop writes the exit file (a finish does not; the templates remove an earlier
+    # run's): a stop at start-up (the kill switch already there) says "done" and a code alone.
+    if any(r.phase == "stopping" for r in mine) or code is not None:
+        return RunEnd(STOPPED, step, cause, code)
+    if all(r.phase == "done" for r in mine):
+        return RunEnd(FINISHED, step)
+    return None

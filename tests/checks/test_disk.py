@@ -88,6 +88,12 @@ def test_forecast_from_history_says_when_full_and_warns_ahead(tmp_path: Path, st
     result = run_disk(tmp_path, store, now=now, **opts)
     assert "bytes full in ~10 h 00 min at the rate of the last 1 d 00 h" in result.summary
     assert result.status is Status.WARNING  # 75% used: only the forecast warns
+    # The reader sees when (a time to plan around) and which level the forecast crossed.
+    around = re.search(r"\(around (\d{4}-\d\d-\d\d \d\d:\d\d) ", result.summary)
+    assert around, result.summary
+    said = datetime.strptime(around[1], "%Y-%m-%d %H:%M").replace(tzinfo=now.tzinfo)
+    assert abs(said - (now + timedelta(hours=10))) < timedelta(minutes=2)
+    assert result.summary.endswith("WARNING (warn_days 1) [statvfs]"), result.summary
 
 
 def test_room_for_more_checkpoints_measured_from_the_newest(tmp_path: Path, store: StateStore,

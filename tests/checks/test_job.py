@@ -38,7 +38,7 @@ def test_running_job_is_ok_with_node_and_elapsed_time(tmp_path: Path, store: Sta
     config = write_config(tmp_path, one_check(tmp_path, "train", job_name=name))
     result = tick(config, store)[0]["train"]
     assert result.status is Status.OK
-    assert result.summary.startswith(f"running: job {job} ({name}) on node")
+    assert result.summary.startswith(f"running: {name} (job {job}) on node")
     assert result.context["job"] == job
 
 

@@ -64,7 +64,7 @@ def test_running_and_held_jobs_are_judged_from_one_recorded_squeue(tmp_path: Pat
     assert "--name=wd-rec-held,wd-rec-train" in runner.calls[0]
     train, held = results["train"], results["held"]
     assert train.status is Status.OK and train.fingerprint == "running"
-    assert train.summary.startswith("running: job 47 (wd-rec-train) on node1")
+    assert train.summary.startswith("running: wd-rec-train (job 47) on node1")
     assert train.context["job"] == "47"
     assert held.status is Status.WARNING and held.fingerprint == "queued:JobHeldUser"
     assert "held by its user (release with `scontrol release 48`)" in held.summary

@@ -224,3 +224,17 @@ def test_an_unreadable_secret_is_critical_without_revealing_anything(tmp_path: P
     code, out, _ = doctor(config, "--json")
     team = by_area(json.loads(out))["channel team"]
     assert code == 2 and team["status"] == "CRITICAL" and "NOT_EXPORTED_HOOK" in team["summary"]
+
+
+def test_accounting_names_the_state_without_sacct_s_uid() -> None:
+    """sacct says "CANCELLED by 1001": the doctor's line says CANCELLED, not a bare uid."""
+    from tests.helpers import accounted
+    from watchdogs.commands.doctor.checks import check_accounting
+    from watchdogs.slurmctl.runner import run_slurm
+
+    job = sh("sbatch", "--parsable", "--hold", "--output=/dev/null", "--wrap", "true").strip().split(";")[0]
+    sh("scancel", job)
+    wait_for(lambda: accounted(job), timeout=60, what="accounting has the cancel")
+    found = check_accounting(run_slurm, job)
+    assert found.summary.startswith(f"sacct answers: job {job} CANCELLED (this doctor job"), found.summary
+    assert found.facts["state"].startswith("CANCELLED by "), found.facts  # the whole answer stays in facts

@@ -10,6 +10,7 @@ import pytest
 
 from watchdogs.commands.doctor import checks
 from watchdogs.result import Status
+from watchdogs.state import locking
 
 ROOT = "22 1 253:1 / / rw,relatime shared:1 - ext4 /dev/vda rw\n"
 
@@ -29,7 +30,7 @@ def test_lustre_with_localflock_is_a_warning_that_the_lock_is_this_nodes_only(
     found = findings_for(tmp_path, monkeypatch, "lustre", "10.0.0.1@tcp:/scratch", "rw,localflock")
     assert found["state"].facts["fs_type"] == "lustre" and found["state"].facts["network"] is True
     assert "the chain alone writes the database" in found["state"].summary
-    assert found["locks"].status == Status.WARNING and "only on this node" in found["locks"].summary
+    assert found["locks"].status == Status.WARNING and "locks hold on one host only" in found["locks"].summary
     assert found["locks"].facts["lock_scope"] == "this node only" and "singleton" in found["locks"].fix
 
 
@@ -55,3 +56,35 @@ def test_a_folder_that_cannot_be_written_is_critical(tmp_path: Path, monkeypatch
         (tmp_path / "state").chmod(0o700)
     assert result[0].status == Status.CRITICAL and "cannot write there" in result[0].summary
     assert "state_dir" in result[0].fix
+
+
+@pytest.mark.parametrize(("fs", "source", "options", "kind", "status"), [
+    ("orangefs", "tcp://meta:3334/orangefs", "rw", "local", Status.WARNING),  # a filesystem we do not know
+    ("lustre", "10.0.0.1@tcp:/scratch", "rw,flock", "works", Status.OK),
+    ("lustre", "10.0.0.1@tcp:/scratch", "rw,localflock", "local", Status.WARNING),
+    ("nfs4", "filer:/home", "rw,vers=4.2", "works", Status.OK),
+    ("ext4", "/dev/vda", "rw", "works", Status.OK),
+])
+def test_doctor_says_what_the_scheduler_will_conclude_about_locks(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fs: str, source: str, options: str, kind: str,
+        status: Status) -> None:
+    """One answer: the doctor's `locks` finding is watchdogs.state.locking's, so an unknown
+    filesystem is not "flock works (local fs)" in doctor and "locks hold on one host only" in
+    the state folder's own view."""
+    found = findings_for(tmp_path, monkeypatch, fs, source, options)
+    scheduler = locking.probe(tmp_path / "state", (tmp_path / "mountinfo").read_text())
+    assert scheduler.kind == kind
+    assert found["locks"].facts["lock_kind"] == kind and found["locks"].status == status
+    if kind == "local":
+        assert found["locks"].summary == scheduler.note and "singleton" in found["locks"].fix
+    assert found["state"].facts["fs_type"] == fs
+
+
+def test_a_state_folder_not_created_yet_is_probed_in_its_parent_without_leaving_a_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "mountinfo").write_text(ROOT)
+    monkeypatch.setattr(checks, "MOUNTINFO", tmp_path / "mountinfo")
+    found = {f.area: f for f in checks.check_state_dir(tmp_path / "not-yet" / "state")}
+    assert "not created yet; probed in" in found["state"].summary
+    assert found["locks"].facts["lock_kind"] == "works"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mountinfo"]

@@ -63,3 +63,22 @@ def test_logfile_appends_one_greppable_line_per_event(tmp_path: Path) -> None:
     assert lines[1].startswith("2024-05-01T12:00:00+00:00 WATCHDOGS CRITICAL train-job [cl1] job 4242 FAILED")
     assert "job=4242 partition=debug" in lines[1] and "event=alert" in lines[1]
     assert " WATCHDOGS WARNING scratch " in lines[2] and " WATCHDOGS RESOLVED old " in lines[3]
+
+
+def test_a_logfile_whose_folder_is_missing_says_so_with_the_fix_and_is_not_made(tmp_path: Path) -> None:
+    """A missing folder may be a mount not back yet: the channel does not create it, and both
+    the retry's error and doctor say which folder and how to make it."""
+    from notifiers.base import TransportError
+    from watchdogs.commands.doctor.reach import channel_reach
+
+    folder = tmp_path / "my logs"
+    notifier = channel(tmp_path, f'[[notify]]\nname = "log"\ntype = "logfile"\npath = "{folder}/a.log"\n')
+    with pytest.raises(TransportError) as raised:
+        notifier.notify(render(notifier, event()))
+    said = f"the folder {folder} does not exist (create it: mkdir -p '{folder}')"
+    assert said in raised.value.message and not raised.value.permanent
+    assert not folder.exists()
+    found = channel_reach(notifier, on_node=False)
+    assert found.status.name == "CRITICAL" and said in found.summary and "notify-test log" in found.fix
+    folder.mkdir()
+    assert channel_reach(notifier, on_node=False).status.name == "OK"

@@ -7,6 +7,8 @@ the news that it is broken.
 from __future__ import annotations
 
 import hashlib
+import re
+import shlex
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -33,11 +35,15 @@ def everyone(channels: Sequence[str]) -> dict[str, tuple[str, ...]]:
 
 
 def outcome(item: str, status: Status, summary: str, now: datetime, channels: Sequence[str],
-            details: Sequence[str] = (), key: Sequence[str] = ()) -> ItemOutcome:
-    """`key`: what identifies the problem (the error lines): a new key is a new alert."""
+            details: Sequence[str] = (), key: Sequence[str] = (), runbook: str | None = None
+            ) -> ItemOutcome:
+    """`key`: what identifies the problem (the error lines): a new key is a new alert.
+    `runbook`: what to do, shown as the message's `next:` (else it would say `watchdogs alerts`,
+    which only repeats the alert)."""
     result = CheckResult(status, summary, tuple(details),
                          fingerprint=fingerprint(key) if status is not Status.OK else "")
-    return ItemOutcome(item, KIND, result, now, now, notify=everyone(channels), after=1)
+    return ItemOutcome(item, KIND, result, now, now, notify=everyone(channels), after=1,
+                       runbook=runbook if status is not Status.OK else None)
 
 
 def config_broken(problems: Sequence[str], config_path: str, now: datetime,
@@ -47,7 +53,8 @@ def config_broken(problems: Sequence[str], config_path: str, now: datetime,
     where = ("the running instance keeps the config it loaded; the next one would not start"
              if running else f"told from the last good copy of {config_path}; the chain backs off")
     return outcome(CONFIG, Status.CRITICAL, f"watchdogs cannot load its config: {head}", now, channels,
-                   details=(*problems, f"{where}: fix the file (`watchdogs validate`)"), key=problems)
+                   details=(*problems, f"{where}: fix the file (`watchdogs validate`)"), key=problems,
+                   runbook=f"watchdogs validate --config {shlex.quote(config_path)}")
 
 
 def config_ok(now: datetime, channels: Sequence[str]) -> ItemOutcome:
@@ -59,7 +66,9 @@ def channel_disabled(name: str, reasons: Sequence[str], now: datetime,
     return outcome(channel_item(name), Status.CRITICAL,
                    f"alert channel {name} is disabled: {'; '.join(reasons)}", now, channels,
                    details=("every other channel and every check keep working; alerts meant for it "
-                            "go nowhere until it is fixed",), key=reasons)
+                            "go nowhere until it is fixed",), key=reasons,
+                   runbook=f"fix it where the scheduler runs (the chain's environment), then "
+                           f"`watchdogs notify-test {name}`; `watchdogs doctor --on-node` checks them all")
 
 
 def channel_ok(name: str, now: datetime, channels: Sequence[str]) -> ItemOutcome:
@@ -71,7 +80,7 @@ def state_broken(kind: str, detail: str, state_dir: str, now: datetime,
     return outcome(STATE, Status.CRITICAL, f"state directory {kind}: {state_dir}: {detail}", now, channels,
                    details=("checks keep running; alerts are sent directly from memory (no outbox, "
                             "no retries after a restart) until the state directory can be written",),
-                   key=(kind,))
+                   key=(kind,), runbook=f"ls -ld {shlex.quote(state_dir)}; watchdogs doctor")
 
 
 def state_ok(now: datetime, channels: Sequence[str], note: str = "") -> ItemOutcome:
@@ -88,23 +97,52 @@ def refused_item(path: str) -> str:
 
 
 def refusal_fix(path: str, reason: str) -> str:
-    """The command that fixes a refusal, from its reason (the reasons are ours: discovery)."""
+    """The command that fixes a refusal, from its reason (the reasons are ours: discovery),
+    the path quoted for a shell."""
+    shown = shlex.quote(path)
     if "writable by" in reason:
-        return f"chmod go-w {path}"
+        return f"chmod go-w {shown}"
     if "owned by" in reason or "owner" in reason:
-        return f"chown $USER {path}, or remove it if it is not yours"
+        return f"chown $USER {shown}, or remove it if it is not yours"
     if "not executable" in reason:
-        return f"chmod u+x {path}"
+        return f"chmod u+x {shown}"
     if "link" in reason or "loop" in reason or "No such file" in reason:
-        return f"ls -l {path}; point the link at an existing file, or remove it"
+        return f"ls -l {shown}; point the link at an existing file, or remove it"
+    if reason.startswith(NAME_PREFIX):
+        return f"mv {shown} {shlex.quote(run_parts_name(path))}"
     return f"see `watchdogs status`; then fix or remove {path}"
+
+
+NAME_PREFIX = "name not run: "
+"""How watchdogs.dropins.discovery.name_problem starts its reasons."""
+
+
+def run_parts_name(path: str) -> str:
+    """A name cron's run-parts would run, for the fix: the extension dropped (`check.sh` ->
+    `check`; `.slurm` kept), every other odd character made `-`."""
+    folder, _, name = path.rpartition("/")
+    slurm = name.endswith(".slurm")
+    stem = name.removesuffix(".slurm")
+    if not slurm and "." in stem.strip("."):
+        stem = stem.rsplit(".", 1)[0]
+    stem = re.sub(r"[^A-Za-z0-9_-]", "-", stem).strip("-") or "dropin"
+    return f"{folder}/{stem}{'.slurm' if slurm else ''}" if folder else f"{stem}{'.slurm' if slurm else ''}"
+
+
+def _said(reason: str) -> str:
+    """The reason as the alert's sentence reads it ("will not run: its name holds '.'")."""
+    if reason.startswith(NAME_PREFIX + "it holds "):
+        return "its name holds " + reason.removeprefix(NAME_PREFIX + "it holds ")
+    if reason.startswith(NAME_PREFIX):
+        return "its name has " + reason.removeprefix(NAME_PREFIX)
+    return reason
 
 
 def refused(path: str, reason: str, now: datetime) -> ItemOutcome:
     """A file a person put in cron.d that will never run: a WARNING, through the default
     route (it is the user's item, not the watchdog's own breakage)."""
     fix = refusal_fix(path, reason)
-    result = CheckResult(Status.WARNING, f"{path} will not run: {reason}",
+    result = CheckResult(Status.WARNING, f"{path} will not run: {_said(reason)}",
                          (f"fix: {fix}", "until then it is skipped at every tick"),
                          fingerprint=fingerprint((reason,)))
     return ItemOutcome(refused_item(path), KIND, result, now, now, after=1, repeat_every=ONCE_S,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from datetime import timedelta
 from typing import TYPE_CHECKING, ClassVar
 
 from watchdogs.checks.base import Check
@@ -15,7 +16,7 @@ from watchdogs.config import options as o
 from watchdogs.config.options import Limit, Option
 from watchdogs.fsprobe import DEFAULT_WORKERS
 from watchdogs.fsprobe.bounded import probe
-from watchdogs.humanize import count, percent
+from watchdogs.humanize import count, moment, percent
 from watchdogs.humanize import size as format_size
 from watchdogs.result import CheckResult, Metric, Status, worst
 
@@ -83,8 +84,10 @@ class DiskCheck(Check):
         cap_i = self.opts.get("inodes_limit") or use.inodes_total
         sb = fs.level(use.bytes_used, cap_b, self.opts["warn"], self.opts["crit"])
         si = fs.level(use.inodes_used, cap_i, self.opts["inodes_warn"], self.opts["inodes_crit"])
-        parts = [_describe("bytes", use.bytes_used, cap_b, sb, format_size),
-                 _describe("inodes", use.inodes_used, cap_i, si, _count)]
+        parts = [_describe("bytes", use.bytes_used, cap_b, sb, format_size,
+                           self.opts["warn"], self.opts["crit"]),
+                 _describe("inodes", use.inodes_used, cap_i, si, _count,
+                           self.opts["inodes_warn"], self.opts["inodes_crit"])]
         statuses = [sb, si]
         if use.complete:
             history = self._record(ctx, use)
@@ -144,14 +147,17 @@ class DiskCheck(Check):
             if capacity else None
         if found is None:
             return None
-        status = Status.OK
+        status, crossed = Status.OK, ""
         days_left = found.seconds_to_full / DAY if found.seconds_to_full is not None else math.inf
         for key, level in (("warn_days", Status.WARNING), ("crit_days", Status.CRITICAL)):
             if self.opts.get(key) is not None and days_left <= self.opts[key]:
-                status = level
+                status, crossed = level, f" {level.name} ({key} {self.opts[key]:g})"
         if found.seconds_to_full is None and status is Status.OK and label == "inodes":
             return None  # a shrinking inode count is not worth a word
-        return status, f"{label} {found.describe(window)}"
+        # When, as a time of day a reader can plan around, and which level it crossed.
+        when = "" if not found.seconds_to_full or found.seconds_to_full <= 0 else \
+            f" (around {moment(ctx.now + timedelta(seconds=found.seconds_to_full))})"
+        return status, f"{label} {found.describe(window)}{when}{crossed}"
 
     def _room(self, use: fs.Usage, capacity: float | None) -> tuple[Status, str] | None:
         each = self.opts.get("checkpoint_size") or self._measure_checkpoint()
@@ -203,13 +209,18 @@ def _count(value: float) -> str:
 
 
 def _describe(label: str, used: float | None, capacity: float | None, status: Status,
-              fmt: Callable[[float], str]) -> str:
+              fmt: Callable[[float], str], warn: Limit, crit: Limit) -> str:
     if used is None:
         return ""
     text = f"{label} {fmt(used)} used"
     if capacity:
         text = f"{label} {fmt(used)} of {fmt(capacity)} used ({percent(used, capacity)})"
-    return text if status is Status.OK else f"{text} {status.name}"
+    if status not in (Status.WARNING, Status.CRITICAL):
+        return text
+    # The level crossed, as configured: "31 % CRITICAL" alone leaves the reader asking why.
+    level = crit if status is Status.CRITICAL else warn
+    shown = f"{level.percent:g} %" if level.percent is not None else fmt(level.amount or 0)
+    return f"{text} {status.name} (threshold {shown})"
 
 
 def _metric(label: str, value: float, unit: str, capacity: float | None, warn: Limit,

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from watchdogs.checks import jobnotices
 from watchdogs.checks.base import Check
 from watchdogs.config.options import (
-    Kind,
     Option,
     duration,
     integer,
@@ -28,6 +27,7 @@ from watchdogs.config.options import (
     regex,
     string,
     string_list,
+    subset_of,
     timeout,
 )
 from watchdogs.config.paths import FILE_TRUSTED
@@ -47,15 +47,6 @@ MEMORY = "check.job"
 FIRST_LOOKBACK_S = 24 * 3600.0
 # Accounting's times come from slurmctld's clock; a little overlap costs nothing.
 CLOCK_MARGIN_S = 60.0
-
-
-def subset_of(*allowed: str) -> Kind:
-    def parse(value: Any) -> tuple[str, ...]:
-        items = [value] if isinstance(value, str) else value
-        if not isinstance(items, list | tuple) or any(v not in allowed for v in items):
-            raise ValueError("a list of " + ", ".join(repr(a) for a in allowed))
-        return tuple(items)
-    return parse
 
 
 class JobCheck(Check):
@@ -171,6 +162,7 @@ class JobCheck(Check):
         return ctx.job_snapshot(self.spec).matching(self.spec)
 
     def run(self, ctx: TickContext) -> CheckResult:
+        from watchdogs.checks import joblifecycle as lifecycle
         from watchdogs.slurmctl.jobstatus import GONE, UNKNOWN
 
         verdict = self.assess(ctx)
@@ -184,7 +176,7 @@ class JobCheck(Check):
         rows = self._rows(ctx)
         said = self._notices(ctx, rows)
         last = (ctx.store.kv_get(MEMORY, self.name, {}).get("job_ids") or [None])[-1]
-        self._remember(ctx, verdict, rows)
+        lifecycle.remember(self, ctx, verdict, rows)
         result = (self._gone(ctx, rows) if verdict.kind == GONE else
                   CheckResult(verdict.status, verdict.summary, verdict.details, verdict.metrics,
                               verdict.context, verdict.fingerprint))
@@ -216,25 +208,6 @@ class JobCheck(Check):
         memory = ctx.store.kv_get(MEMORY, self.name, {})
         return assess(snapshot.matching(spec), ctx.now, memory.get("last_running_at"),
                       self.opts.get("max_pending"))
-
-    def _remember(self, ctx: TickContext, verdict: Assessment, rows: list[JobRow]) -> None:
-        """Last job ids seen alive (to ask how the last one ended), when one last ran, and
-        each alive job's state (for the lifecycle transitions of the next look)."""
-        from watchdogs.slurmctl.jobstatus import RUNNING
-        from watchdogs.slurmctl.transitions import remember
-
-        memory = dict(ctx.store.kv_get(MEMORY, self.name, {}))
-        alive = [r.raw_id for r in (*verdict.running, *verdict.queued)]
-        if alive:
-            memory["job_ids"] = alive[-20:]
-        if verdict.kind == RUNNING:
-            memory["last_running_at"] = ctx.now.timestamp()
-        memory["looked_at"] = ctx.now.timestamp()
-        memory["alive_last"] = bool(alive)
-        if alive:
-            memory["alive_at"] = ctx.now.timestamp()
-        memory["seen"] = remember(rows)
-        ctx.store.kv_put(MEMORY, self.name, memory)
 
     # -- lifecycle notices (watchdogs.checks.joblifecycle) --------------------------------
 

@@ -13,12 +13,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from watchdogs import humanize
 from watchdogs.fsprobe.bounded import FsError, probe
 from watchdogs.slurmctl.ending import EndFacts, Progress
 from watchdogs.slurmctl.hostlist import expand
 from watchdogs.slurmctl.outputs import JobNames, log_paths, script_patterns
 
 MASK = "***"
+# Who stopped a run that exited 0, by trainguard's cause label: the kill switch by default, a
+# SIGTERM under a team's save-and-stop policy; any other cause is named by its label.
+STOP_WORDS = {"kill_switch": "the kill switch", "terminate": "trainguard after a SIGTERM"}
 LINE_CAP = 200
 TAIL_BYTES = 16 * 1024
 _SECRETS = (
@@ -41,6 +45,9 @@ class LogTail:
     lines: tuple[str, ...]
     problem: str = ""
     """Why no lines: "not readable: ...", "empty"."""
+    older: str = ""
+    """What the tail leaves out, for the top of the alert: "41 older lines not shown", or
+    "older lines not shown: the log is 3.2 MiB" when only its end was read; "": nothing."""
 
 
 def scrub(line: str) -> str:
@@ -55,6 +62,14 @@ def last_lines(text: str, count: int, cap: int = LINE_CAP) -> tuple[str, ...]:
     lines = [ln.rstrip() for ln in text.replace("\r", "\n").splitlines() if ln.strip()]
     picked = lines[-count:] if count > 0 else []
     return tuple(_cap(scrub(ln), cap) for ln in picked)
+
+
+def _older(tail: str, size: int, shown: int) -> str:
+    """What is left out above the `shown` last lines: counted when the whole file was read."""
+    if size > TAIL_BYTES:
+        return f"older lines not shown: the log is {humanize.size(size)}"
+    cut = len(last_lines(tail, 10**9)) - shown
+    return f"{cut} older line{'s' if cut != 1 else ''} not shown" if cut > 0 else ""
 
 
 def _cap(line: str, cap: int) -> str:
@@ -76,7 +91,7 @@ def tail_logs(paths: Sequence[Path], count: int, timeout: float) -> LogTail | No
             continue
         lines = last_lines(found["tail"], count)
         if lines:
-            return LogTail(str(path), lines)
+            return LogTail(str(path), lines, older=_older(found["tail"], found["size"], len(lines)))
         problems.append(f"{path}: empty")
     if not problems:
         return None
@@ -87,12 +102,13 @@ def progress(heartbeats: Path | None, checkpoints: Path | None, job_id: str,
              timeout: float) -> Progress:
     """The step trainguard's heartbeat reached in this job, and the newest complete
     checkpoint (its step and when it was committed). Unreadable parts stay None."""
-    step = saved_step = saved_at = None
+    step = saved_step = saved_at = stopped_by = None
     if heartbeats is not None:
         try:
             beats = probe("heartbeats", {"directory": str(heartbeats)}, timeout, str(heartbeats))
             mine = [b for b in beats if not b.get("job_id") or b["job_id"] == job_id]
             step = max((int(b["step"]) for b in mine), default=None)
+            stopped_by = _stopped_by(heartbeats, beats, job_id, timeout)
         except FsError:
             pass  # no step in the words; the ending itself is still explained
     if checkpoints is not None:
@@ -105,7 +121,29 @@ def progress(heartbeats: Path | None, checkpoints: Path | None, job_id: str,
             match = re.search(r"step-(\d+)", Path(found["path"]).parent.name)
             saved_step = int(match.group(1)) if match else None
             saved_at = float(found["mtime"])
-    return Progress(step, saved_step, saved_at)
+    return Progress(step, saved_step, saved_at, stopped_by)
+
+
+def _stopped_by(heartbeats: Path, beats: list[dict[str, Any]], job_id: str,
+                timeout: float) -> str | None:
+    """Who stopped the run, in words, when trainguard stopped it (its heartbeat says
+    "stopping"; the exit file beside the folder names the cause); None when it finished."""
+    from trainguard.heartbeat import STOPPED, Heartbeat, exit_file_beside, run_end
+
+    exit_file = exit_file_beside(heartbeats, job_id)
+    try:
+        found = probe("newest", {"pattern": glob.escape(str(exit_file)), "tail_bytes": 4096},
+                      timeout, str(exit_file))
+    except FsError:
+        found = None  # the heartbeat alone still tells a stop from a finish
+    end = run_end([Heartbeat.from_dict(b) for b in beats], job_id,
+                  found["tail"] if found else None)
+    if end is None or end.kind != STOPPED:
+        return None
+    if end.cause is None:
+        return "trainguard"
+    label = end.cause.label
+    return STOP_WORDS.get(label, f"trainguard ({label.replace('_', ' ')})")
 
 
 def job_log_tail(facts: EndFacts, output: str | None, error: str | None, script: Path | None,
@@ -119,7 +157,7 @@ def job_log_tail(facts: EndFacts, output: str | None, error: str | None, script:
     names = JobNames(facts.job_id, facts.name, facts.owner, first, array[0], array[1])
     found = tail_logs(log_paths(output, error, names, facts.workdir), count, timeout)
     return None if found is None else {"path": found.path, "lines": list(found.lines),
-                                       "problem": found.problem}
+                                       "problem": found.problem, "older": found.older}
 
 
 def _script_patterns(script: Path, timeout: float) -> tuple[str | None, str | None]:

@@ -246,5 +246,7 @@ def _tail_lines(tail: Mapping[str, Any] | None) -> list[str]:
     if not tail:
         return []
     if tail.get("lines"):
-        return [f"last lines of {tail['path']}:", *tail["lines"]]
+        # What was cut is said at the top (notifiers.wording reads the path back from it).
+        older = f" ({tail['older']})" if tail.get("older") else ""
+        return [f"last lines of {tail['path']}{older}:", *tail["lines"]]
     return [f"no log lines: {tail['problem']}"] if tail.get("problem") else []

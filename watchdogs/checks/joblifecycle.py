@@ -2,7 +2,8 @@
 the queue and, for requeues that happened between two looks, from accounting's record of
 the earlier runs (watchdogs.checks.jobnotices words them).
 
-Loaded by JobCheck.run only: `status` and `validate` need the check's option table, not this.
+Also what a look remembers for the next one (`remember`). Loaded by JobCheck.run only:
+`status` and `validate` need the check's option table, not this.
 """
 from __future__ import annotations
 
@@ -14,12 +15,15 @@ from watchdogs.checks.job import MEMORY
 from watchdogs.checks.jobend import tick_answer
 from watchdogs.checks.jobgone import final_ending
 from watchdogs.errors import SlurmError
+from watchdogs.slurmctl.jobstatus import RUNNING
 from watchdogs.slurmctl.transitions import REQUEUED, Transition, transitions
+from watchdogs.slurmctl.transitions import remember as remember_rows
 
 if TYPE_CHECKING:
     from watchdogs.checks.context import TickContext
     from watchdogs.checks.job import JobCheck
     from watchdogs.result import Notice
+    from watchdogs.slurmctl.jobstatus import Assessment
     from watchdogs.slurmctl.squeue import JobRow
 
 
@@ -86,3 +90,20 @@ def requeued_between(check: JobCheck, ctx: TickContext, rows: list[JobRow],
     fresh["requeues_seen_until"] = {k: v for k, v in until.items() if k in alive}
     ctx.store.kv_put(MEMORY, check.name, fresh)
     return out
+
+
+def remember(check: JobCheck, ctx: TickContext, verdict: Assessment, rows: list[JobRow]) -> None:
+    """Last job ids seen alive (to ask how the last one ended), when one last ran, and
+    each alive job's state (for the lifecycle transitions of the next look)."""
+    memory = dict(ctx.store.kv_get(MEMORY, check.name, {}))
+    alive = [r.raw_id for r in (*verdict.running, *verdict.queued)]
+    if alive:
+        memory["job_ids"] = alive[-20:]
+    if verdict.kind == RUNNING:
+        memory["last_running_at"] = ctx.now.timestamp()
+    memory["looked_at"] = ctx.now.timestamp()
+    memory["alive_last"] = bool(alive)
+    if alive:
+        memory["alive_at"] = ctx.now.timestamp()
+    memory["seen"] = remember_rows(rows)
+    ctx.store.kv_put(MEMORY, check.name, memory)

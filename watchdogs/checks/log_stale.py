@@ -80,21 +80,25 @@ class LogStaleCheck(WatchesLinkedJob, Check):
                                           f"{job.kind} (a job that does not run writes nothing): "
                                           f"{job.summary}", context={"job_state": job.kind})
         since = _start(job)
-        verdicts = []
+        verdicts, log = [], None
         if self.opts.get("path") is not None:
-            verdicts.extend(self._log(ctx, since))
+            found, log = self._log(ctx, since)
+            verdicts.extend(found)
         if self.opts.get("heartbeats") is not None:
             verdicts.extend(self._heartbeats(ctx, since, job))
-        return self._combine(verdicts, job)
+        return self._combine(verdicts, job, log)
 
-    def _combine(self, verdicts: list[Verdict], job: Assessment | None) -> CheckResult:
+    def _combine(self, verdicts: list[Verdict], job: Assessment | None, log: str | None = None
+                 ) -> CheckResult:
         from watchdogs.slurmctl.jobstatus import UNKNOWN
 
         status = worst([v.status for v in verdicts])
         bad = [v for v in verdicts if v.status is status] if status is not Status.OK else verdicts
         # "hung?" once at the front, not before each file's reason (issue 20 item 9).
         asks = any(v.summary.startswith("hung? ") for v in bad)
-        summary = ("hung? " if asks else "") + "; ".join(v.summary.removeprefix("hung? ") for v in bad)
+        # The job first (docs/alert-style.md: NAME (job ID)), when a bad verdict is about it.
+        who = _job_words(job) if status is not Status.OK else ""
+        summary = ("hung? " if asks else "") + who + "; ".join(v.summary.removeprefix("hung? ") for v in bad)
         details = tuple(d for v in verdicts for d in v.details)
         fingerprint = "|".join(sorted({v.fingerprint for v in verdicts if v.fingerprint}))
         context: dict[str, str] = {}
@@ -104,9 +108,12 @@ class LogStaleCheck(WatchesLinkedJob, Check):
                                                f"{job.summary}", details, fingerprint=fingerprint)
         if job is not None and job.kind != UNKNOWN:
             context["job"] = job.context.get("job", "")
+        if log is not None:
+            context["log"] = log  # the file whose age is judged: `next:` tails it
         return CheckResult(status, summary, details, context=context, fingerprint=fingerprint)
 
-    def _log(self, ctx: TickContext, since: float | None) -> list[Verdict]:
+    def _log(self, ctx: TickContext, since: float | None) -> tuple[list[Verdict], str | None]:
+        """The verdicts on the newest matching log, and its path (None: no file matches)."""
         from watchdogs.fsprobe import staleness
 
         pattern = str(self.opts["path"])
@@ -115,11 +122,11 @@ class LogStaleCheck(WatchesLinkedJob, Check):
                       self.opts["probe_timeout"], pattern)
         now, max_age = ctx.now.timestamp(), self.opts["max_age"]
         if found is None:
-            return [_missing(pattern, now, max_age, since)]
+            return [_missing(pattern, now, max_age, since)], None
         verdicts = [staleness.file_age(found["path"], found["mtime"], now, max_age, since)]
         if progress is not None:
             verdicts.append(self._progress(ctx, found, since))
-        return verdicts
+        return verdicts, str(found["path"])
 
     def _progress(self, ctx: TickContext, found: Mapping[str, Any], since: float | None
                   ) -> Verdict:
@@ -193,6 +200,14 @@ class LogStaleCheck(WatchesLinkedJob, Check):
         argv = (["scancel", "--signal=USR1", "--full", job_id] if action == "signal"
                 else ["scontrol", "requeue", job_id])
         ctx.runner(argv, timeout=SLURM_TIMEOUT_S, env=ctx.slurm_env())
+
+
+def _job_words(job: Assessment | None) -> str:
+    """"my-train (job 36): " for the running job the verdicts are about; "" without one."""
+    if job is None or not job.running:
+        return ""
+    name, job_id = job.context.get("job_name", ""), job.context.get("job", "")
+    return f"{name} (job {job_id}): " if name else f"job {job_id}: "
 
 
 def _running_id(job: Assessment | None) -> str | None:

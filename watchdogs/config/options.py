@@ -175,6 +175,16 @@ def choice(*allowed: str) -> Kind:
     return named_kind("choice", parse)
 
 
+def subset_of(*allowed: str) -> Kind:
+    """A list of some of `allowed` (a single string is a list of one)."""
+    def parse(value: Any) -> tuple[str, ...]:
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, list | tuple) or any(v not in allowed for v in items):
+            raise ValueError("a list of " + ", ".join(repr(a) for a in allowed))
+        return tuple(items)
+    return parse
+
+
 def regex(groups: int | None = None) -> Kind:
     """A user pattern, compiled for time-bounded matching (watchdogs.userregex)."""
     def parse(value: Any) -> Any:

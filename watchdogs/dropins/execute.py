@@ -130,9 +130,11 @@ class DropInProcess:
         first = output.strip().splitlines()[:1]
         if self._why == TIMEOUT:
             # A hung check usually means a hung mount or daemon: CRITICAL, as Nagios Core
-            # reports a plugin timeout by default (service_check_timeout_state=c).
+            # reports a plugin timeout by default (service_check_timeout_state=c). Its last
+            # line of output says where it was when it hung.
+            last = [f"its last output: {line}" for line in output.strip().splitlines()[-1:]]
             return CheckResult(Status.CRITICAL, f"killed after {humanize.duration(self.timeout)} "
-                               "(timeout): process group terminated", tuple(first))
+                               "(timeout): process group terminated", tuple(last))
         if code is None:
             return CheckResult(Status.UNKNOWN, errors.strip() or f"cannot run {self.argv[0]}")
         if code < 0:
@@ -141,7 +143,14 @@ class DropInProcess:
                                context={"killed_by": name}, killed_by=name)
         if not output.strip() and errors.strip():
             output = errors.strip().splitlines()[-1]  # no stdout: the last error line says why
-        return parse_plugin_output(code, output)
+            return parse_plugin_output(code, output)
+        result = parse_plugin_output(code, output)
+        why = errors.strip().splitlines()[-1:] if result.status is not Status.OK else []
+        if why and why[0] not in (result.summary, *result.details):
+            # A failing script's first stdout line is often progress ("checking the mirror")
+            # and its reason on stderr (rsync's, a traceback's last line): the alert needs it.
+            result = dataclasses.replace(result, details=(*result.details, f"stderr: {why[0]}"))
+        return result
 
     def _append_footer(self, errors: str, code: int | None, elapsed: float,
                        result: CheckResult | None, leftovers: Sequence[str]) -> None:

@@ -109,6 +109,10 @@ class Progress:
     step: int | None = None
     saved_step: int | None = None
     saved_at: float | None = None
+    stopped_by: str | None = None
+    """The guard stopped the run itself (trainguard.heartbeat.run_end): by what, in words
+    ("the kill switch"; "trainguard" when its exit file does not say). None: it finished,
+    or there is no record."""
 
 
 @dataclass(frozen=True)
@@ -161,8 +165,13 @@ class Ending:
         if self.kind == CANCELLED:
             return f"was cancelled{self._by()}{after}"
         if self.kind == COMPLETED:
-            step = self.progress.step
-            at = f" at step {humanize.count(step)}" if step is not None else ""
+            step, by = self.progress.step, self.progress.stopped_by
+            at = f" at step {humanize.count(step)}" if step is not None and step >= 0 else ""
+            if by is not None and step is not None and step < 0:
+                at = " before its first step"  # trainguard's records start at step -1
+            if by is not None:
+                # exit 0 after a stop is one the user asked for: the batch script does not requeue it
+                return f"was stopped by {by}{at}, not requeued{on}{after} (exit 0: on purpose, not a failure)"
             return f"completed{at}{on}{after} (exit 0: finished, not a failure)"
         return f"ended {f.state}{on}{after}" + (f" ({f.reason})" if f.reason else "")
 

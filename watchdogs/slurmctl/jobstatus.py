@@ -7,7 +7,7 @@ from datetime import datetime
 
 from watchdogs.humanize import duration as format_duration
 from watchdogs.result import Metric, Status, worst
-from watchdogs.slurmctl.reasons import describe_pending
+from watchdogs.slurmctl.reasons import describe_pending, job_words
 from watchdogs.slurmctl.slurmtime import format_clock
 from watchdogs.slurmctl.squeue import PAUSED_STATES, JobRow
 
@@ -39,7 +39,7 @@ def assess(rows: Sequence[JobRow], now: datetime, last_running_at: float | None 
     paused = tuple(r for r in rows if r.state in PAUSED_STATES)
     if paused:
         row = paused[0]
-        return Assessment(PAUSED, Status.WARNING, f"{row.state.lower()}: job {row.job_id} ({row.name})",
+        return Assessment(PAUSED, Status.WARNING, f"{row.state.lower()}: {job_words(row)}",
                           context=_context(row), fingerprint=f"paused:{row.raw_id}")
     return Assessment(GONE, Status.CRITICAL, "neither running nor queued")
 
@@ -47,14 +47,14 @@ def assess(rows: Sequence[JobRow], now: datetime, last_running_at: float | None 
 def _running(running: tuple[JobRow, ...], queued: tuple[JobRow, ...], now: datetime) -> Assessment:
     row = running[0]
     since = f" (since {format_clock(row.start, now)})" if row.start else ""
-    summary = (f"running: job {row.job_id} ({row.name}) on {row.nodelist or '?'} "
+    summary = (f"running: {job_words(row)} on {row.nodelist or '?'} "
                f"for {format_duration(row.elapsed)}{since}")
     if len(running) > 1:
         summary += f"; {len(running) - 1} more running"
     if queued:
         summary += f"; queued: {', '.join(r.job_id for r in queued[:3])}" + (
             "..." if len(queued) > 3 else "")
-    details = tuple(f"job {r.job_id} ({r.name}) running on {r.nodelist} for "
+    details = tuple(f"{job_words(r)} running on {r.nodelist} for "
                     f"{format_duration(r.elapsed)}" for r in running[1:])
     details += tuple(describe_pending(r, now)[1] for r in queued)
     metrics = (Metric("running", len(running)), Metric("queued", len(queued)),

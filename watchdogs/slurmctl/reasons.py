@@ -74,9 +74,9 @@ def classify(reason: str) -> tuple[Status, str]:
 
 
 def describe_pending(row: JobRow, now: datetime) -> tuple[Status, str]:
-    """"job 88_[10%1] (train): waiting on the array's task limit (1 at a time)"."""
+    """"train (job 88_[10%1]): waiting on the array's task limit (1 at a time)"."""
     status, phrase = classify(row.reason)
-    text = f"job {row.job_id} ({row.name}): " + phrase.format(id=row.raw_id)
+    text = f"{job_words(row)}: " + phrase.format(id=row.raw_id)
     if row.reason == "Dependency" and row.dependency:
         text += f" ({row.dependency})"
     if row.reason == "JobArrayTaskLimit" and row.array_task and "%" in row.array_task:
@@ -84,6 +84,11 @@ def describe_pending(row: JobRow, now: datetime) -> tuple[Status, str]:
     if status is not Status.OK and row.reason not in phrase:
         text += f" [{row.reason}]"  # Slurm's own code, for the person who looks it up
     return status, text + _estimate(row, now)
+
+
+def job_words(row: JobRow) -> str:
+    """The job as every message names it (docs/alert-style.md): "train (job 88)"."""
+    return f"{row.name} (job {row.job_id})" if row.name else f"job {row.job_id}"
 
 
 def _estimate(row: JobRow, now: datetime) -> str:

@@ -21,6 +21,7 @@ from watchdogs.errors import ConfigError, SlurmError, WatchdogsError
 from watchdogs.fsprobe.mounts import MOUNTINFO, Mount, mount_of
 from watchdogs.result import Status
 from watchdogs.slurmctl.runner import SlurmRunner
+from watchdogs.state import locking
 
 SUPPORTED = ((22, 5), (26, 5))
 """The Slurm releases the watchdog is tested against (22.05, 24.11 and 26.05 in CI; README)."""
@@ -119,20 +120,20 @@ def check_accounting(runner: SlurmRunner, job_id: str | None) -> Finding:
                        "slurmdbd may lag behind; if it stays so, ask the admins" if job_id else "")
     job, _, state = lines[-1].partition("|")
     mine = " (this doctor job; accounting may lag a moment)" if job_id else ""
-    return Finding("accounting", Status.OK, f"sacct answers: job {job} {state}{mine}",
+    # The state alone: sacct's "CANCELLED by 1001" names a uid, which says nothing here.
+    word = state.split()[0] if state.split() else state
+    return Finding("accounting", Status.OK, f"sacct answers: job {job} {word}{mine}",
                    facts={"job": job, "state": state})
 
 
-def _mounts() -> list[tuple[Mount, frozenset[str]]]:
-    """The mounts with their options (per-mount and superblock), from mountinfo."""
+def _mounts() -> list[Mount]:
+    """The mounts, from mountinfo (what the locks are is watchdogs.state.locking's to say)."""
     found = []
     for line in MOUNTINFO.read_text().splitlines():
         left, sep, right = line.partition(" - ")
         fields, tail = left.split(), right.split()
         if sep and len(fields) >= 6 and len(tail) >= 2:
-            options = set(fields[5].split(",")) | set(tail[2].split(",") if len(tail) > 2 else ())
-            mount = Mount(fields[4].replace("\\040", " "), tail[0], tail[1].replace("\\040", " "))
-            found.append((mount, frozenset(options)))
+            found.append(Mount(fields[4].replace("\\040", " "), tail[0], tail[1].replace("\\040", " ")))
     return found
 
 
@@ -161,11 +162,9 @@ def check_state_dir(state_dir: Path) -> list[Finding]:
         folder = folder.parent
     note = "" if folder == state_dir else f" (not created yet; probed in {folder})"
     try:
-        mounts = _mounts()
-        found = mount_of(str(folder), [m for m, _ in mounts])
+        found = mount_of(str(folder), _mounts())
     except OSError:
-        found, mounts = None, []
-    options = next((o for m, o in mounts if m == found), frozenset())
+        found = None
     fs = found.fs_type if found else "unknown"
     facts: dict[str, Any] = {"path": str(state_dir), "fs_type": fs,
                              "source": found.source if found else None}
@@ -178,27 +177,41 @@ def check_state_dir(state_dir: Path) -> list[Finding]:
         return [Finding("state", Status.CRITICAL, f"{where}: cannot write there: {exc.strerror or exc}",
                         "set [scheduler] state_dir to a folder you can write, on storage every node mounts",
                         facts)]
-    # FUSE (sshfs) and Lustre's localflock give flock in the kernel of this node only.
-    local_only = bool({"localflock", "local_lock=flock", "local_lock=all"} & options) \
-        or fs.startswith("fuse.")
-    facts |= {"flock": flock, "posix_lock": posix, "lock_scope": "none" if flock != "works"
-              else "this node only" if local_only and network else "shared"}
+    support = _lock_support(folder, state_dir)
+    scope = {locking.WORKS: "shared", locking.LOCAL: "this node only"}.get(support.kind, "none")
+    facts |= {"flock": flock, "posix_lock": posix, "lock_kind": support.kind, "lock_scope": scope}
     database = ("network filesystem: the chain alone writes the database, login-node commands "
                 "read its snapshot" if network else "local filesystem: every node that runs the "
                 "chain must see this folder")
     facts["database"] = database
     state = Finding("state", Status.OK, f"{where}; {database}", facts=facts)
-    if flock != "works":
-        lock = Finding("locks", Status.WARNING, f"flock fails in {folder} ({flock}); POSIX locks: {posix}",
-                       "alerting goes on without the lock (Slurm's singleton keeps one chain), but two "
-                       "processes could run one item twice; on Lustre ask for the `flock` mount option",
-                       facts)
-    elif local_only and network:
-        lock = Finding("locks", Status.WARNING, f"flock works but only on this node ({fs}"
-                       f"{', localflock' if 'localflock' in options else ''}): not seen by other nodes",
-                       "a second instance on another node would not be kept out by the lock; Slurm's "
-                       "singleton dependency is what keeps one chain", facts)
-    else:
-        scope = "shared across nodes" if network else "local fs"
-        lock = Finding("locks", Status.OK, f"flock works ({scope}); POSIX locks: {posix}", facts=facts)
-    return [state, lock]
+    return [state, _lock_finding(support, network, posix, folder, facts)]
+
+
+def _lock_support(folder: Path, state_dir: Path) -> locking.LockSupport:
+    """What the scheduler itself will conclude about locks there (watchdogs.state.locking),
+    from the same mount table; its probe file is removed when the folder is not the state
+    folder yet (a parent of it, such as the checkout)."""
+    litter = folder / ".lock-probe"
+    mine = folder != state_dir and not litter.exists()
+    try:
+        return locking.probe(folder, MOUNTINFO.read_text())
+    finally:
+        if mine:
+            litter.unlink(missing_ok=True)
+
+
+def _lock_finding(support: locking.LockSupport, network: bool, posix: str, folder: Path,
+                  facts: dict[str, Any]) -> Finding:
+    if support.kind == locking.NONE:
+        return Finding("locks", Status.WARNING, f"{support.note} (in {folder}); POSIX locks: {posix}",
+                       "alerting goes on without the lock (Slurm's singleton keeps one chain); on "
+                       "Lustre ask for the `flock` mount option", facts)
+    if support.kind == locking.LOCAL:
+        return Finding("locks", Status.WARNING, support.note,
+                       "a second instance on another host would not be kept out by the lock; Slurm's "
+                       "singleton dependency is what keeps one chain; keep `run --once` to the chain's "
+                       "host", facts)
+    scope = f"across hosts ({support.fstype})" if network else \
+        f"({support.fstype}, a local filesystem: one kernel holds every lock)"
+    return Finding("locks", Status.OK, f"flock works {scope}; POSIX locks: {posix}", facts=facts)

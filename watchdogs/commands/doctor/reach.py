@@ -24,6 +24,8 @@ from watchdogs.result import Status
 CONNECT_TIMEOUT_S = 5.0
 PORTS = {"http": 80, "https": 443, "smtp": 25}
 DOCS = "docs/compute-nodes.md"
+# Channels that deliver on the host itself: no server, no way to it.
+LOCAL = ("console", "logfile", "devmailbox")
 
 
 @dataclass(frozen=True)
@@ -137,8 +139,12 @@ def channel_reach(notifier: Notifier, on_node: bool) -> Finding:
                            f"install a sendmail program here, or set `sendmail` in "
                            f"[[notify]] \"{notifier.name}\"")
         return Finding(area, Status.OK, f"{notifier.describe()}: program present (--send tries a delivery)")
+    problem = notifier.local_problem()
+    if problem:
+        return Finding(area, Status.CRITICAL, problem,
+                       f"fix it where the scheduler runs, then `watchdogs notify-test {notifier.name}`")
     if not urls:
-        local = notifier.type_name in ("console", "logfile", "devmailbox")
+        local = notifier.type_name in LOCAL
         return Finding(area, Status.OK, f"{notifier.describe()}: " +
                        ("stays on this host" if local else "no address to probe (--send tries a delivery)"))
     reaches = [probe(url, notifier.proxy) for url in urls]
@@ -174,9 +180,10 @@ def channel_send(notifier: Notifier, send: Callable[[Notifier], None]) -> Findin
     except (TransportError, SecretError) as exc:
         permanent = getattr(exc, "permanent", True)
         text = notifier.scrub(getattr(exc, "message", str(exc)))
-        return Finding(area, Status.CRITICAL, f"test message NOT delivered: {text}",
-                       "fix the address, secret or setting named" if permanent else
-                       f"the server or the way to it is down; if it stays so from here, see {DOCS}",
+        fix = ("fix the address, secret or setting named" if permanent else
+               "fix the file or folder named, where the scheduler runs" if notifier.type_name in LOCAL else
+               f"the server or the way to it is down; if it stays so from here, see {DOCS}")
+        return Finding(area, Status.CRITICAL, f"test message NOT delivered: {text}", fix,
                        {"delivered": False, "permanent": permanent})
     seconds = time.monotonic() - started
     return Finding(area, Status.OK, f"test message delivered in {seconds:.2f}s: {notifier.describe()}",
