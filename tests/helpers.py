@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -50,6 +51,21 @@ def accounted(job_id: str) -> bool:
     """Accounting (slurmdbd) has recorded the job's end: sacct lags slurmctld by a moment."""
     record = run_sacct([job_id], 30.0, None, run_slurm).get(job_id)
     return record is not None and record.finished
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on now (the kernel's pick for port 0)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def left_the_queue(job_id: str) -> bool:
+    """squeue no longer lists the job: on 24.11 and later accounting records a cancel while
+    squeue still shows the job completing, so a look in between still sees it."""
+    listed = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%i"], capture_output=True,
+                            text=True, timeout=30, check=False)
+    return listed.returncode == 0 and not listed.stdout.strip() or "Invalid job id" in listed.stderr
 
 
 PRIVILEGED = Path(__file__).resolve().parent / "privileged.py"

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.checks.test_nodes import Nodes
-from tests.helpers import accounted, sh, tmpfs, wait_for
+from tests.helpers import accounted, left_the_queue, sh, tmpfs, wait_for
 from tests.report import browser
 from tests.scheduler.conftest import Site
 from tests.trainguard.support import REQUEUE_SCRIPT, Cluster, read_steps, wait_for_step
@@ -110,6 +110,7 @@ def test_two_requeues_a_filling_tmpfs_and_a_drain_are_on_the_page_chromium_rende
         _look(site)
         sh("scancel", job)                            # the user ends it: saved, then gone
         wait_for(lambda: accounted(job), 60, 0.5, f"job {job} in accounting")
+        wait_for(lambda: left_the_queue(job), 120, 0.5, f"job {job} gone from squeue")
         _look(site)
         page = tmp_path / "report.html"
         done = site.watchdogs("report", "--out", str(page))

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.helpers import job_state, sh, wait_for
+from tests.helpers import free_port, job_state, sh, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 TRAIN_TINY = REPO / "slurm" / "train_tiny.py"
@@ -72,8 +72,12 @@ class Cluster:
     def sbatch(self, script: Path | None, *train_args: str, sbatch_args: tuple[str, ...] = (),
                env: dict[str, str] | None = None) -> str:
         """Submit `script` (None: sbatch_args hold a --wrap) with the venv's bin on PATH."""
+        # Every node of every dev cluster is this one host, and CI runs three clusters at
+        # once, each numbering its jobs from 1: the templates' default rendezvous port (from
+        # the job id) made job 76 of one cluster join job 76 of another. A free port each.
+        env = {"MASTER_PORT": str(free_port()), **(env or {})}
         exports = ",".join(["ALL", f"PATH={VENV_BIN}:{os.environ['PATH']}",
-                            *(f"{k}={v}" for k, v in (env or {}).items())])
+                            *(f"{k}={v}" for k, v in env.items())])
         target = [str(script), *train_args] if script is not None else []
         out = sh("sbatch", "--parsable", f"--export={exports}", *sbatch_args, *target)
         job_id = out.strip().split(";")[0]
