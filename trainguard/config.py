@@ -17,7 +17,9 @@ from typing import Any
 from trainguard import _units as units
 from trainguard.causes import Action, Cause, Policy
 from trainguard.hang import HangLimits
+from trainguard.restarts import StormPolicy
 from trainguard.signals import DEFAULT_SIGNALS, parse_signal
+from trainguard.suspects import SuspectPolicy
 
 ENV_PREFIX = "TRAINGUARD_"
 
@@ -76,6 +78,13 @@ class GuardConfig:
     hang_report_dir: Path | None = None      # None: heartbeat_dir, else checkpoint_dir
     hang_native_stacks: bool = True          # also `py-spy dump --native` when installed
     max_hangs_without_progress: int = 3      # hangs with no new checkpoint that end the chain
+    # --- suspect nodes and restart storms (trainguard.suspects, trainguard.restarts) ---
+    suspect_window: float = 86400.0          # s in which suspicions of a node count
+    suspect_at_once: tuple[str, ...] = ("hang", "precheck")  # causes that exclude a node at once
+    suspect_limit: int = 2                   # suspicions of any cause that exclude a node (0: never)
+    storm_restarts: int = 5                  # restarts within storm_window that end the chain (0: off)
+    storm_window: float = 1800.0
+    storm_no_progress: int | None = None     # restarts from one checkpoint step; None: max_hangs_...
     # --- training health (trainguard.health): from guard.observe(), judged on the slow path ---
     health: bool = True
     health_window: float = 60.0              # s of training per throughput/compute/data window
@@ -104,6 +113,7 @@ class GuardConfig:
                 raise ValueError(f"{name} = {getattr(self, name)}: expected a duration > 0")
         if self.hang_detect:
             hang_limits(self)   # raises ValueError naming the setting
+        suspect_policy(self)    # the same for the suspect settings
 
     def with_policy(self, overrides: Mapping[Cause | str, Action | str]) -> GuardConfig:
         return replace(self, policy=self.policy.with_overrides(overrides))
@@ -114,10 +124,12 @@ _PATHS = ("checkpoint_dir", "scratch_dir", "kill_switch", "save_switch", "stop_f
 _DURATIONS = ("forced_exit", "exit_after", "sync_interval", "endtime_every", "warning_lead", "save_estimate",
               "safety_margin", "step_window", "file_every", "memory_every", "heartbeat_every",
               "hang_floor", "hang_ceiling", "hang_first_step", "hang_saving", "hang_eval",
-              "hang_data_loading", "hang_grace", "health_window", "health_warmup")
+              "hang_data_loading", "hang_grace", "health_window", "health_warmup", "suspect_window",
+              "storm_window")
 _SIZES = ("max_rss", "min_available", "min_gpu_free")
 _INTS = ("keep", "sync_every", "max_restarts_without_progress", "max_hangs_without_progress",
-         "baseline_windows", "throughput_windows", "spike_readings", "straggler_windows", "idle_windows")
+         "suspect_limit", "storm_restarts", "storm_no_progress", "baseline_windows", "throughput_windows",
+         "spike_readings", "straggler_windows", "idle_windows")
 _BOOLS = ("start_over", "use_slurm_endtime", "self_requeue", "fast_exit", "hang_detect", "hang_native_stacks",
           "health")
 _FLOATS = ("hang_multiple", "hang_percentile", "throughput_fraction", "spike_sigmas", "spike_rise",
@@ -174,6 +186,17 @@ def hang_limits(cfg: GuardConfig) -> HangLimits:
                       cfg.hang_first_step, phases)
 
 
+def suspect_policy(cfg: GuardConfig) -> SuspectPolicy:
+    return SuspectPolicy(cfg.suspect_window, frozenset(cfg.suspect_at_once), cfg.suspect_limit)
+
+
+def storm_policy(cfg: GuardConfig) -> StormPolicy:
+    # The old hang-only limit is the default of the general one: a site that set
+    # TRAINGUARD_MAX_HANGS_WITHOUT_PROGRESS keeps its number.
+    no_progress = cfg.max_hangs_without_progress if cfg.storm_no_progress is None else cfg.storm_no_progress
+    return StormPolicy(cfg.storm_restarts, cfg.storm_window, no_progress)
+
+
 def coerce(name: str, value: Any) -> Any:
     """One setting from a string (environment) or Python value to its typed value."""
     if name in _PATHS:
@@ -182,12 +205,16 @@ def coerce(name: str, value: Any) -> Any:
         return _duration(name, value)
     if name in _SIZES:
         return _size(name, value)
+    if name == "storm_no_progress" and value in (None, ""):
+        return None
     if name in _INTS:
         return _int(name, value)
     if name in _BOOLS:
         return _bool(name, value)
     if name in _FLOATS:
         return _float(name, value)
+    if name == "suspect_at_once":
+        return tuple(value.replace(",", " ").split()) if isinstance(value, str) else tuple(value)
     if name == "signals":
         items = value.replace(",", " ").split() if isinstance(value, str) else value
         return tuple(parse_signal(s) for s in items)

@@ -1,0 +1,210 @@
+"""`python -m trainguard.recovery`: the batch scripts' side of suspect nodes and restarts.
+
+Every answer is `key=value` lines on stdout (the templates parse them, no eval); warnings go
+to stderr. Exit codes: 0 go on; 6 (`restart`) a restart storm: end the chain on purpose;
+2 bad arguments or settings; 1 the record could not be written (`note`).
+
+    note    --run-dir D --job J --cause C --nodes n1,n2 [--step S] [--detail TEXT]
+    plan    --run-dir D --allocation HOSTLIST --need K [--job J]
+    exclude --run-dir D --partition P --need K [--job J]
+    restart --run-dir D --job J --kind {inplace,requeue,resubmit} --cause C [--node N] [--step S]
+    show    --run-dir D
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from trainguard import restarts, suspects
+from trainguard.config import GuardConfig, config_from, storm_policy, suspect_policy
+from trainguard.errors import SlurmError
+from trainguard.recovery import hostlist, journal, plan, summary
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        cfg = config_from(os.environ)
+    except ValueError as exc:
+        return _fail(2, f"bad trainguard setting: {exc}")
+    return int(args.run(args, cfg))
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m trainguard.recovery", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(required=True, metavar="command")
+    job = os.environ.get("SLURM_JOB_ID", "")
+    note = sub.add_parser("note", help="record suspect nodes")
+    note.add_argument("--job", required=True)
+    note.add_argument("--cause", required=True, choices=suspects.CAUSES)
+    note.add_argument("--nodes", required=True, help="a Slurm host list")
+    note.add_argument("--step", type=int, default=-1)
+    note.add_argument("--detail", default="")
+    note.set_defaults(run=_note)
+    pl = sub.add_parser("plan", help="the allocation's nodes to restart on in place")
+    pl.add_argument("--allocation", required=True, help="a Slurm host list ($SLURM_JOB_NODELIST)")
+    pl.set_defaults(run=_plan)
+    ex = sub.add_parser("exclude", help="the suspects to exclude from a requeue or resubmission")
+    ex.add_argument("--partition", required=True)
+    ex.set_defaults(run=_exclude)
+    for s in (pl, ex):
+        s.add_argument("--need", required=True, type=_positive, help="nodes the training needs")
+        s.add_argument("--job", default=job)
+    rs = sub.add_parser("restart", help="record a restart; exit 6 on a restart storm")
+    rs.add_argument("--job", required=True)
+    rs.add_argument("--kind", required=True, choices=restarts.KINDS)
+    rs.add_argument("--cause", required=True)
+    rs.add_argument("--node", default="")
+    rs.add_argument("--step", type=int, default=-1, help="the checkpoint step it resumes from")
+    rs.set_defaults(run=_restart)
+    show = sub.add_parser("show", help="the record in words")
+    show.set_defaults(run=_show)
+    for s in (note, pl, ex, rs, show):
+        s.add_argument("--run-dir", required=True, type=Path)
+    return p
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number >= 1")
+    return int(text)
+
+
+def _fail(code: int, message: str) -> int:
+    print(f"trainguard.recovery: {message}", file=sys.stderr)
+    return code
+
+
+def _out(lines: Sequence[str]) -> None:
+    # One value per line: a newline inside a value would forge a key for the template.
+    for line in lines:
+        print(line.replace("\n", " "))
+
+
+def _note(args: argparse.Namespace, cfg: GuardConfig) -> int:
+    try:
+        nodes = hostlist.expand(args.nodes)
+        found = [suspects.Suspicion(n, args.cause, time.time(), args.job, args.step, args.detail)
+                 for n in nodes]
+    except ValueError as exc:
+        return _fail(2, f"--nodes {args.nodes!r}: {exc}")
+    try:
+        for s in found:
+            suspects.record(args.run_dir, s)
+    except OSError as exc:
+        return _fail(1, f"cannot record in {journal.folder(args.run_dir)}: {exc}")
+    _out([f"noted={','.join(nodes)}"])
+    return 0
+
+
+def _verdicts(args: argparse.Namespace, cfg: GuardConfig) -> list[suspects.Verdict]:
+    found, problems = suspects.read(args.run_dir)
+    for problem in problems:
+        print(f"trainguard.recovery: warning: {problem} (left out)", file=sys.stderr)
+    return suspects.judge(found, time.time(), suspect_policy(cfg))
+
+
+def _plan(args: argparse.Namespace, cfg: GuardConfig) -> int:
+    try:
+        allocation = hostlist.expand(args.allocation)
+    except ValueError as exc:
+        return _fail(2, f"--allocation {args.allocation!r}: {exc}")
+    answer = plan.in_place(allocation, args.need, _verdicts(args, cfg))
+    _remember(args.run_dir, "plan", f"plan for job {args.job or '?'}: {answer.why}",
+              {"job": args.job, "use": list(answer.use), "exclude": list(answer.exclude),
+               "spares_left": answer.spares_left, "enough": answer.enough})
+    _out(answer.lines())
+    return 0
+
+
+def _exclude(args: argparse.Namespace, cfg: GuardConfig) -> int:
+    verdicts = _verdicts(args, cfg)
+    if any(v.excluded for v in verdicts):
+        try:
+            answer = plan.for_partition(plan.partition_nodes(args.partition), args.need, verdicts)
+        except SlurmError as exc:
+            answer = plan.Exclusion((), f"not excluding: cannot tell how many nodes the partition "
+                                        f"has ({exc}), and excluding on doubt may leave too few")
+    else:
+        answer = plan.for_partition([], args.need, verdicts)
+    _remember(args.run_dir, "exclude", f"exclusion for job {args.job or '?'}: {answer.why}",
+              {"job": args.job, "exclude": list(answer.exclude)})
+    _out(answer.lines())
+    return 0
+
+
+def _remember(run_dir: Path, kind: str, text: str, fields: dict[str, object]) -> None:
+    try:
+        journal.append(run_dir, kind, time.time(), text, fields)
+    except OSError as exc:
+        print(f"trainguard.recovery: warning: cannot record the {kind}: {exc}", file=sys.stderr)
+
+
+def _restart(args: argparse.Namespace, cfg: GuardConfig) -> int:
+    now = time.time()
+    try:
+        restart = restarts.Restart(now, args.job, args.kind, args.cause, args.node, args.step)
+    except ValueError as exc:
+        return _fail(2, str(exc))
+    found, _ = suspects.read(args.run_dir)
+    text = summary.summarize(restart, summary.newest_suspicion(found, args.job, args.node),
+                             _placement(args.run_dir, args.job, args.kind))
+    history, problems = restarts.history(args.run_dir)
+    storm = restarts.storm([*history, restart], now, storm_policy(cfg))
+    if storm is not None:
+        text = f"{text}; {summary.storm_page(storm)}"
+    fields = {"job": restart.job, "restart": restart.kind, "cause": restart.cause,
+              "node": restart.node, "step": restart.step, "summary": text}
+    try:
+        journal.append(args.run_dir, "restart", now, restart.sentence(), fields)
+        if storm is not None:
+            journal.append(args.run_dir, "storm", now, summary.storm_page(storm),
+                           {"job": restart.job, "reason": storm.reason, "history": storm.lines()})
+        _write_summary(args.run_dir, text)
+    except OSError as exc:
+        print(f"trainguard.recovery: warning: cannot record the restart: {exc}", file=sys.stderr)
+    for problem in problems:
+        print(f"trainguard.recovery: warning: {problem} (left out)", file=sys.stderr)
+    _out([f"summary={text}"])
+    if storm is None:
+        return 0
+    _out([f"storm={storm.reason}", *(f"history={line}" for line in storm.lines())])
+    return restarts.EXIT_STORM
+
+
+def _placement(run_dir: Path, job: str, kind: str) -> summary.Placement:
+    """The newest `plan` (in place) or `exclude` (requeue, resubmit) answer for this job."""
+    wanted = "plan" if kind == "inplace" else "exclude"
+    mine = [e for e in journal.read(run_dir).of(wanted) if str(e.fields.get("job", "")) == job]
+    if not mine:
+        return summary.Placement()
+    f = mine[-1].fields
+    spares = f.get("spares_left")
+    return summary.Placement(tuple(map(str, f.get("exclude", ()))), tuple(map(str, f.get("use", ()))),
+                             int(spares) if isinstance(spares, int) else None)
+
+
+def _write_summary(run_dir: Path, text: str) -> None:
+    target = journal.folder(run_dir) / summary.SUMMARY_FILE
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    tmp.write_text(text + "\n")
+    os.replace(tmp, target)
+
+
+def _show(args: argparse.Namespace, cfg: GuardConfig) -> int:
+    j = journal.read(args.run_dir)
+    _out([e.text for e in j.entries] or [f"no record in {journal.folder(args.run_dir)}"])
+    for problem in j.problems:
+        print(f"warning: {problem} (left out)")
+    out = [v for v in _verdicts(args, cfg) if v.excluded]
+    _out([f"excluded now: {v.why()}" for v in out] or ["excluded now: none"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""Which nodes to use or exclude, from the suspects and what Slurm offers. Pure functions,
+apart from `partition_nodes` (one sinfo)."""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from trainguard._run import Reply, run_slurm
+from trainguard.suspects import Verdict
+
+# sinfo's short states in which a node takes no new job (a trailing "*": not responding)
+UNUSABLE = ("down", "drain", "drng", "fail", "maint", "futr", "unk", "inval", "npc", "pow_dn", "reboot")
+
+
+@dataclass(frozen=True)
+class Plan:
+    use: tuple[str, ...]
+    exclude: tuple[str, ...]
+    spares_left: int
+    enough: bool
+    why: str
+
+    def lines(self) -> list[str]:
+        return [f"exclude={','.join(self.exclude)}", f"use={','.join(self.use)}",
+                f"spares_left={self.spares_left}", f"enough={'yes' if self.enough else 'no'}",
+                f"why={self.why}"]
+
+
+@dataclass(frozen=True)
+class Exclusion:
+    exclude: tuple[str, ...]
+    why: str
+
+    def lines(self) -> list[str]:
+        return [f"exclude={','.join(self.exclude)}", f"why={self.why}"]
+
+
+def in_place(allocation: Sequence[str], need: int, verdicts: Sequence[Verdict]) -> Plan:
+    """The nodes of the allocation to restart on, suspects left out."""
+    out = {v.node: v for v in verdicts if v.excluded}
+    suspects = tuple(n for n in allocation if n in out)
+    healthy = [n for n in allocation if n not in out]
+    reasons = "; ".join(out[n].why() for n in suspects)
+    if len(healthy) < need:
+        return Plan((), suspects, 0, False,
+                    f"only {len(healthy)} of the allocation's {len(allocation)} nodes are not suspect "
+                    f"({reasons}); the training needs {need}")
+    left = len(healthy) - need
+    why = (f"excluded {reasons}" if suspects else "no suspect node in the allocation") + \
+        f"; {left} spare{'s' if left != 1 else ''} left"
+    return Plan(tuple(healthy[:need]), suspects, left, True, why)
+
+
+def for_partition(nodes: Sequence[tuple[str, str]], need: int, verdicts: Sequence[Verdict]) -> Exclusion:
+    """The suspects to exclude from a requeue or resubmission: none when that would leave
+    fewer usable nodes in the partition than the job needs."""
+    out = [v for v in verdicts if v.excluded]
+    if not out:
+        return Exclusion((), "no suspect node")
+    names = {n for n, _ in nodes}
+    usable = {n for n, state in nodes if usable_state(state)}
+    left = usable - {v.node for v in out}
+    reasons = "; ".join(v.why() for v in out)
+    if len(left) < need:
+        return Exclusion((), f"not excluding {','.join(v.node for v in out)} ({reasons}): that would "
+                             f"leave {len(left)} usable node{'s' if len(left) != 1 else ''} of the "
+                             f"partition's {len(names)}, and the job needs {need}")
+    return Exclusion(tuple(v.node for v in out), f"excluded {reasons}; {len(left)} usable nodes left")
+
+
+def usable_state(state: str) -> bool:
+    s = state.strip().lower()
+    return not s.endswith("*") and not s.rstrip("~#!%$@^-+").startswith(UNUSABLE)
+
+
+def partition_nodes(partition: str, run: Callable[[Sequence[str]], Reply] = run_slurm
+                    ) -> list[tuple[str, str]]:
+    """(node, short state) of every node of the partition(s): one sinfo. SlurmError when it
+    cannot be asked or answers something unreadable."""
+    from trainguard.errors import SlurmError
+
+    reply = run(["sinfo", "--noheader", "--Node", f"--partition={partition}", "--format=%N|%t"])
+    rows = {}
+    for line in reply.stdout.splitlines():
+        if not line.strip():
+            continue
+        name, sep, state = line.strip().partition("|")
+        if not sep or not name:
+            raise SlurmError(f"sinfo: unreadable line {line!r}")
+        rows[name] = state   # a node in two partitions is listed twice
+    if not rows:
+        raise SlurmError(f"sinfo lists no node in partition {partition!r}")
+    return sorted(rows.items())
