@@ -185,6 +185,14 @@ class Guard:
         if not isinstance(exc, Exception):
             self.finish()   # normal end, SystemExit (ours included), KeyboardInterrupt
             return
+        if self.hang is not None and self.hang.reported and self.hang.alive:
+            # A peer that ended for the hang broke this rank's collective: the exception is the
+            # hang's echo. The hang's response exits with its own code (a save here, of a
+            # state the ranks never agreed on, and exit 1 would end a run that restarts).
+            log.error("trainguard: the training raised %s after the hang was reported: "
+                      "leaving the exit to the hang's response", type(exc).__name__)
+            while self.hang.alive:
+                time.sleep(0.1)
         code = lifecycle.after_exception(exc, self.config, self.saver, self.forced, self._forced_timeout,
                                          self.last_step, self.rank, self.agreement is not None)
         self._stop(code)

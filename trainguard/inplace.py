@@ -79,6 +79,10 @@ def stopped_ranks(beats: Sequence[Heartbeat], job: str) -> Failure | None:
     return Failure("", nodes, min(b.step for b in gone))
 
 
+def hung(beats: Sequence[Heartbeat], job: str) -> bool:
+    return any(b.job_id == job and b.phase == "hung" for b in beats)
+
+
 def kv(text: str) -> dict[str, str]:
     """`key=value` lines (later keys win; lines without "=" are left out)."""
     return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
@@ -169,12 +173,17 @@ def forget_step_heartbeats(folder: Path | None, job: str) -> None:
 
 
 def _after(args: argparse.Namespace) -> int:
+    beats = Path(args.heartbeats) if args.heartbeats else None
+    seen = read_heartbeats(beats) if beats else []
     cause = fault_cause(args.rc, args.why, args.signalled == "1")
+    if cause is None and args.rc not in (0, 143) and args.signalled == "0" and hung(seen, args.job):
+        # A rank that ended for the hang broke a peer's collective, and that peer's code
+        # (1, an exception) reached us first: still the hang.
+        cause = "hang"
     if cause is None:
         sys.stdout.write(Decision("").lines())
         return 0
-    beats = Path(args.heartbeats) if args.heartbeats else None
-    stopped = stopped_ranks(read_heartbeats(beats), args.job) if beats else None
+    stopped = stopped_ranks(seen, args.job) if beats else None
     failure = Failure(cause, stopped.nodes if stopped else (), stopped.step if stopped else -1)
     say(f"the training step ended by a fault ({cause}, exit {args.rc}); stopped rank(s) on "
         f"{','.join(failure.nodes) or 'no node named by a heartbeat'}")

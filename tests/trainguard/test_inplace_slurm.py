@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import wait_for
-from tests.trainguard.support import PYTHON, REQUEUE_SCRIPT, Cluster, read_steps, wait_for_step
+from tests.trainguard.support import PYTHON, REQUEUE_SCRIPT, TORCHRUN_SCRIPT, Cluster, read_steps, wait_for_step
 from tests.trainguard.test_hang_slurm import HANG_ENV, TRAIN, heartbeat
+from tests.trainguard.test_slurm_torchrun import NODES, PER_NODE, STEPS, four_rank_reference  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.slurm
 DIGEST = re.compile(r"^digest ([0-9a-f]{64})$", re.MULTILINE)
@@ -118,3 +119,27 @@ def test_a_requeue_sets_the_exclusion_once_pending_and_the_next_run_avoids_the_n
     first, second = runs[0][1], runs[1][1]
     assert f"excluded={first}" in log and f"why=requeued, excluding {first}" in log, log
     assert second != first and hostnames(cluster.field(job, "ExcNodeList")) == [first]
+
+
+@pytest.mark.timeout(400)
+def test_torchrun_with_a_spare_restarts_in_place_after_a_frozen_worker_identical(
+        cluster: Cluster, tmp_path: Path, four_rank_reference: subprocess.Popen[str]) -> None:
+    run, steps, out = tmp_path / "run", tmp_path / "steps", tmp_path / "out.log"
+    job = cluster.sbatch(TORCHRUN_SCRIPT, "--steps", str(STEPS), "--step-sleep", "0.03", "--save-every", "25",
+                         "--step-log", str(steps),
+                         sbatch_args=("-p", "spare", "-N", "3", "-c", str(PER_NODE), "-o", str(out)),
+                         env={"RUN_DIR": str(run), "NPROC_PER_NODE": str(PER_NODE), "TRAIN_NODES": "2",
+                              **HANG_ENV})
+    wait_for_step(steps, 60, timeout=120)
+    frozen = heartbeat(run, 2, job)              # a worker of the second node
+    os.kill(frozen.pid, signal.SIGSTOP)
+    cluster.wait_state(job, ("COMPLETED", "FAILED", "CANCELLED"), timeout=300)
+    log = out.read_text()
+    restarted = re.search(r"restarting in place on (\S+)", log)
+    assert restarted, log[-4000:]
+    assert frozen.host not in hostnames(restarted.group(1)), (frozen.host, restarted.group(1))
+    assert cluster.field(job, "Restarts") == "0" and cluster.state(job) == "COMPLETED", log[-3000:]
+    assert len(re.findall(r"in-place restart 1 of job \d+", log)) == NODES * PER_NODE, log[-3000:]
+    reference, err = four_rank_reference.communicate(timeout=120)
+    assert four_rank_reference.returncode == 0, err[-3000:]
+    assert len(digests(reference)) == 1 and digests(log) == digests(reference)
