@@ -145,6 +145,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m trainguard.requeue", description=__doc__.split("\n")[0])
     parser.add_argument("--job", required=True, help="the job id (SLURM_JOB_ID)")
     parser.add_argument("--exclude", default="", help="nodes to exclude, comma-separated")
+    parser.add_argument("--pending", action="store_true",
+                        help="no requeue: set the exclusion on this pending job (an array's next task)")
     args = parser.parse_args(argv)
     if not re.fullmatch(r"\d+(_\d+)?", args.job):
         parser.error(f"--job {args.job!r}: expected a job id such as 1234")
@@ -152,6 +154,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     bad = [n for n in nodes if not re.fullmatch(r"[A-Za-z0-9._\[\]-]+", n)]
     if bad:
         parser.error(f"--exclude: {bad[0]!r} is not a node name")
+    if args.pending:
+        failed = set_exclusion(args.job, nodes) if nodes else ""
+        outcome = Outcome(False, () if failed else tuple(nodes),
+                          f"job {args.job}: " + (f"NOT excluding {args.exclude}: {failed}" if failed
+                                                 else f"excluding {args.exclude or 'nothing'}"))
+        sys.stdout.write(outcome.lines())
+        return 1 if failed else 0
     outcome = requeue(args.job, nodes)
     sys.stdout.write(outcome.lines())
     return 0 if outcome.requeued or outcome.why.startswith("preempted") else 1
