@@ -112,6 +112,16 @@ class Guard:
             self._stop_at_start(Cause.KILL_SWITCH, f"kill switch {self.config.kill_switch} is present")
         return self
 
+    def attach(self, save: Callable[[Path], None] | None = None, load: Callable[[Path], None] | None = None,
+               save_all_ranks: bool = False) -> Guard:
+        """Give a guard started early (before a framework's slow import: a signal meanwhile
+        would end the process) the framework's save and load, before it resumes."""
+        if self._resumed_done or self.saver.writer is not None or self._load_fn is not None:
+            raise ValueError("Guard.attach: expected a guard without save/load functions that has "
+                             "not resumed yet")
+        self.saver.writer, self.saver.all_ranks, self._load_fn = save, save_all_ranks, load
+        return self
+
     def resume(self) -> int:
         """Detect torch.distributed, load the newest loadable checkpoint, apply the requeue-loop
         protection and log the job-info line. Returns the first step to run."""
