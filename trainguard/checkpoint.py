@@ -21,18 +21,22 @@ fast local storage and `sync_to_shared()` copies the newest one to shared storag
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
 import shutil
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+# The marker moved to its own module; these names stay importable from here.
+from trainguard.marker import MARKER as MARKER
+from trainguard.marker import damage as damage
+from trainguard.marker import fsync_path, write_atomically
+from trainguard.marker import is_complete as is_complete
+from trainguard.marker import mark_complete as mark_complete
+
 log = logging.getLogger("trainguard")
-MARKER = "COMPLETE.json"
 LATEST = "latest"
 _NAME = re.compile(r"step-(\d+)")
 Writer = Callable[[Path], None]
@@ -84,68 +88,6 @@ class Fallback:
 
 def step_name(step: int) -> str:
     return f"step-{step:08d}"
-
-
-def _fsync_path(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _files(directory: Path) -> dict[str, int]:
-    return {str(p.relative_to(directory)): p.stat().st_size
-            for p in sorted(directory.rglob("*")) if p.is_file() and p.name != MARKER}
-
-
-def _fsync_tree(directory: Path) -> None:
-    for path in sorted(directory.rglob("*"), reverse=True):
-        _fsync_path(path)
-    _fsync_path(directory)
-
-
-def is_complete(path: Path) -> bool:
-    """The marker exists and every file it lists has the size it lists."""
-    return damage(path) is None
-
-
-def damage(path: Path) -> str | None:
-    """Why the checkpoint folder `path` is not complete, or None when it is."""
-    try:
-        marker = json.loads((path / MARKER).read_text())
-        files = marker["files"].items()
-    except FileNotFoundError:
-        return f"has no {MARKER} (the save was cut off)"
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        return f"has an unreadable {MARKER} ({type(exc).__name__})"
-    for name, size in files:
-        try:
-            found = (path / name).stat().st_size
-        except OSError:
-            return f"misses {name}"
-        if found != size:
-            return f"has {name} truncated ({found} of {size} bytes)"
-    return None
-
-
-def mark_complete(directory: Path, step: int) -> None:
-    """fsync every file of `directory`, then write the completeness marker (also for a
-    directory a framework filled and named itself, e.g. the HF Trainer's checkpoint-N)."""
-    # Data first, marker last: after a crash the marker never names a file not on disk.
-    _fsync_tree(directory)
-    marker = {"step": step, "time": time.time(), "files": _files(directory)}
-    _write_atomically(directory / MARKER, json.dumps(marker))
-    _fsync_path(directory)
-
-
-def _write_atomically(target: Path, text: str) -> None:
-    tmp = target.with_name(f".{target.name}.tmp")
-    with open(tmp, "w") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, target)
 
 
 class Checkpoints:
@@ -224,9 +166,9 @@ class Checkpoints:
             shutil.rmtree(old, ignore_errors=True)
             os.rename(final, old)
         os.rename(tmp, final)
-        _fsync_path(final.parent)
-        _write_atomically(final.parent / LATEST, final.name + "\n")
-        _fsync_path(final.parent)
+        fsync_path(final.parent)
+        write_atomically(final.parent / LATEST, final.name + "\n")
+        fsync_path(final.parent)
         shutil.rmtree(old, ignore_errors=True)
         self.prune(final.parent)
 

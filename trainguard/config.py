@@ -79,6 +79,7 @@ class GuardConfig:
     hang_native_stacks: bool = True          # also `py-spy dump --native` when installed
     max_hangs_without_progress: int = 3      # hangs with no new checkpoint that end the chain
     # --- suspect nodes and restart storms (trainguard.suspects, trainguard.restarts) ---
+    run_dir: Path | None = None              # the run folder (the templates' $RUN_DIR): its recovery/ record
     suspect_window: float = 86400.0          # s in which suspicions of a node count
     suspect_at_once: tuple[str, ...] = ("hang", "precheck")  # causes that exclude a node at once
     suspect_limit: int = 2                   # suspicions of any cause that exclude a node (0: never)
@@ -113,14 +114,15 @@ class GuardConfig:
                 raise ValueError(f"{name} = {getattr(self, name)}: expected a duration > 0")
         if self.hang_detect:
             hang_limits(self)   # raises ValueError naming the setting
-        suspect_policy(self)    # the same for the suspect settings
+        suspect_policy(self)    # the same for the suspect and storm settings
+        storm_policy(self)
 
     def with_policy(self, overrides: Mapping[Cause | str, Action | str]) -> GuardConfig:
         return replace(self, policy=self.policy.with_overrides(overrides))
 
 
 _PATHS = ("checkpoint_dir", "scratch_dir", "kill_switch", "save_switch", "stop_file", "pid_file",
-          "exit_file", "heartbeat_dir", "hang_report_dir")
+          "exit_file", "heartbeat_dir", "hang_report_dir", "run_dir")
 _DURATIONS = ("forced_exit", "exit_after", "sync_interval", "endtime_every", "warning_lead", "save_estimate",
               "safety_margin", "step_window", "file_every", "memory_every", "heartbeat_every",
               "hang_floor", "hang_ceiling", "hang_first_step", "hang_saving", "hang_eval",

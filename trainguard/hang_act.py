@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trainguard import stacks
+from trainguard import stacks, suspects
 from trainguard._units import format_duration
 from trainguard.causes import EXIT_NO_PROGRESS, EXIT_REQUEUE, Cause
 from trainguard.config import hang_limits
@@ -40,9 +40,11 @@ from trainguard.hang_record import (
     first_to_stop,
     next_count,
     read_count,
+    suspicion,
     write_count,
 )
 from trainguard.heartbeat import node_name, read_heartbeats, write_heartbeat
+from trainguard.suspects import Suspicion
 
 if TYPE_CHECKING:
     from trainguard.guard import Guard
@@ -70,6 +72,7 @@ def respond(guard: Guard, stall: Stall) -> bool:
         _arm_backstop(cfg.hang_grace + BACKSTOP_S, code)
     native = stacks.NativeDump() if cfg.hang_native_stacks else None   # runs while we write
     frames = stacks.main_thread_frames()
+    waiting = frames   # the Python frames ("all_reduce (...)"): the suspect's words
     report = report_path(guard)
     checkpoint = newest_checkpoint_step(guard)
     count = _count(guard, checkpoint) if action.requeue else None
@@ -93,7 +96,7 @@ def respond(guard: Guard, stall: Stall) -> bool:
     if not action.stop:
         return True
     time.sleep(max(0.0, cfg.hang_grace - (time.monotonic() - detected)))
-    first, frozen = _name_first_to_stop(guard, report)
+    first, frozen = _name_first_to_stop(guard, report, waiting)
     _log_event(guard, HangEvent(time.time(), guard.job.job_id, guard.job.restart_count, guard.rank,
                                 node_name(), stall.step, stall.phase, round(stall.stalled_for, 1),
                                 frames, str(report or ""), checkpoint, count.hangs if count else 0,
@@ -207,9 +210,11 @@ def _mark_hung(guard: Guard, stall: Stall, frames: tuple[str, ...], report: Path
         log.error("trainguard: cannot write the hung heartbeat in %s: %s", folder, exc)
 
 
-def _name_first_to_stop(guard: Guard, report: Path | None) -> tuple[str, list[int]]:
+def _name_first_to_stop(guard: Guard, report: Path | None, frames: tuple[str, ...]
+                        ) -> tuple[str, list[int]]:
     """(the rank that stopped first, described; the peers of this job that are neither hung
-    nor done, i.e. frozen or dead) from the heartbeats, after the peers' grace."""
+    nor done, i.e. frozen or dead) from the heartbeats, after the peers' grace. Its node is
+    recorded as the run's suspect."""
     folder = guard.config.heartbeat_dir
     if folder is None or guard.agreement is None:
         return "", []
@@ -225,7 +230,20 @@ def _name_first_to_stop(guard: Guard, report: Path | None) -> tuple[str, list[in
     if report is not None:
         with contextlib.suppress(OSError), report.open("a") as out:
             out.write(f"\n{line}\n" + "".join(f"  {describe(b, now)}\n" for b in beats))
+    _record_suspect(guard, suspicion(first, guard.job.job_id, frames, now))
     return describe(first, now), frozen
+
+
+def _record_suspect(guard: Guard, found: Suspicion | None) -> None:
+    folder = guard.config.run_dir
+    if folder is None or found is None:
+        return
+    try:
+        suspects.record(folder, found)
+    except OSError as exc:
+        log.error("trainguard: cannot record the suspect node in %s: %s", folder, exc)
+        return
+    log.error("trainguard: recorded in the run's suspect nodes: %s", found.sentence())
 
 
 def _log_event(guard: Guard, event: HangEvent) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 
 from trainguard._units import format_duration
 from trainguard.heartbeat import Heartbeat
+from trainguard.suspects import Suspicion
 
 HANGS_FILE = ".trainguard-hangs.json"
 
@@ -76,6 +77,19 @@ def first_to_stop(beats: Sequence[Heartbeat]) -> Heartbeat | None:
     if not live:
         return None
     return min(live, key=lambda b: (b.step, b.phase == "hung", b.time))
+
+
+def suspicion(first: Heartbeat, job: str, waiting_in: Sequence[str], at: float) -> Suspicion | None:
+    """The node of the rank that stopped first, as the run's suspect (None when its
+    heartbeat names no node). Its step is the frozen rank's own, so every peer that records
+    it records the same failure (counted once)."""
+    if not first.host:
+        return None
+    where = first.frames or tuple(waiting_in)
+    wait = where[0].split(" (")[0] if where else ""
+    detail = f"rank {first.rank}" + (f", in {wait}" if first.frames and wait else
+                                     f", its peers waiting in {wait}" if wait else "")
+    return Suspicion(first.host, "hang", at, first.job_id or job, first.step, detail)
 
 
 def describe(beat: Heartbeat, now: float) -> str:

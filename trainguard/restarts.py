@@ -47,6 +47,12 @@ class StormPolicy:
     window: float = 1800.0
     no_progress: int = 3       # 0: off
 
+    def __post_init__(self) -> None:
+        if self.restarts < 0 or self.no_progress < 0 or self.window <= 0:
+            raise ValueError(f"storm_restarts = {self.restarts}, storm_no_progress = {self.no_progress}, "
+                             f"storm_window = {self.window}: expected counts >= 0 (0: off) and a "
+                             "duration > 0")
+
 
 @dataclass(frozen=True)
 class Storm:

@@ -55,7 +55,7 @@ STATUS_MODULES = {
     "watchdogs.schedules", "watchdogs.textsafe", "watchdogs.procs", "watchdogs.trust",
     "watchdogs.config", "watchdogs.config.loader", "watchdogs.config.model",
     "watchdogs.config.options", "watchdogs.config.paths", "watchdogs.config.sections",
-    "watchdogs.config.source",
+    "watchdogs.config.source", "watchdogs.config.tables",
     # the check types' option tables (job's names its endings and notice kinds)
     "watchdogs.checks", "watchdogs.checks.base", "watchdogs.checks.job",
     "watchdogs.checks.jobnotices", "watchdogs.checks.log_stale", "watchdogs.checks.disk",

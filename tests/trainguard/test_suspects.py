@@ -71,6 +71,7 @@ def test_the_old_hang_limit_is_the_default_of_the_no_progress_limit() -> None:
     ({"TRAINGUARD_SUSPECT_AT_ONCE": "hang,gremlins"}, "gremlins"),
     ({"TRAINGUARD_SUSPECT_LIMIT": "two"}, "suspect_limit"),
     ({"TRAINGUARD_STORM_WINDOW": "soon"}, "storm_window"),
+    ({"TRAINGUARD_STORM_RESTARTS": "-1"}, "storm_restarts = -1"),
 ])
 def test_a_bad_setting_is_named_with_its_value(env: dict[str, str], named: str) -> None:
     with pytest.raises(ValueError, match=named):
@@ -92,6 +93,16 @@ def test_an_unreadable_record_excludes_nothing(tmp_path: Path) -> None:
     (journal.folder(tmp_path) / "node1.jsonl").mkdir()   # a folder where a file should be
     assert suspects.to_exclude(tmp_path, NOW, POLICY) == []
     assert "cannot read" in suspects.read(tmp_path)[1][0]
+
+
+def test_a_record_others_could_have_written_is_left_out(tmp_path: Path) -> None:
+    suspects.record(tmp_path, Suspicion("node2", "hang", NOW, "7", 1))
+    path, = journal.folder(tmp_path).glob("*.jsonl")
+    path.chmod(0o666)
+    assert suspects.to_exclude(tmp_path, NOW, POLICY) == []
+    assert "writable by others (mode 666): left out" in suspects.read(tmp_path)[1][0]
+    path.chmod(0o644)
+    assert suspects.to_exclude(tmp_path, NOW, POLICY) == ["node2"]
 
 
 def _append_many(run_dir: str, node: str) -> None:
@@ -159,6 +170,15 @@ def test_the_summary_says_what_happened_and_what_was_done() -> None:
     assert text.startswith("node2 stopped the run at step 41,200 (rank 3, in all_reduce); node2 excluded; "
                            "training resumed at ")
     assert text.endswith(" on node1,node3 from step 41,000, 4 min 00 s after the fault; 1 spare left")
+
+
+def test_the_summary_speaks_for_a_failure_recorded_twice_with_its_detail() -> None:
+    hang = Suspicion("node2", "hang", NOW - 30, "7", 500, "rank 1, its peers waiting in all_reduce")
+    again = Suspicion("node2", "hang", NOW - 20, "7", 500)            # the template's note of it
+    older = Suspicion("node3", "rank_died", NOW - 900, "7", 100, "rank 2")
+    assert summary.newest_suspicion([hang, again, older], "7", "node2") == hang
+    assert summary.newest_suspicion([hang, again, older], "7", "node3,node2") == hang
+    assert summary.newest_suspicion([hang, again, older], "8", "") is None
 
 
 def test_cli_note_plan_restart_for_an_in_place_restart(tmp_path: Path) -> None:

@@ -9,10 +9,12 @@ to stderr. Exit codes: 0 go on; 6 (`restart`) a restart storm: end the chain on 
     exclude --run-dir D --partition P --need K [--job J]
     restart --run-dir D --job J --kind {inplace,requeue,resubmit} --cause C [--node N] [--step S]
     show    --run-dir D
+    dump    --run-dir D      (JSON, for the watchdog: entries, problems, excluded nodes, summary)
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -61,10 +63,14 @@ def _parser() -> argparse.ArgumentParser:
     rs.add_argument("--cause", required=True)
     rs.add_argument("--node", default="")
     rs.add_argument("--step", type=int, default=-1, help="the checkpoint step it resumes from")
+    rs.add_argument("--excluded", default=None, help="the nodes excluded from the new start, when "
+                    "not asked through `plan`/`exclude` (the watchdog's resubmit)")
     rs.set_defaults(run=_restart)
     show = sub.add_parser("show", help="the record in words")
     show.set_defaults(run=_show)
-    for s in (note, pl, ex, rs, show):
+    dump = sub.add_parser("dump", help="the record as JSON (the watchdog reads it)")
+    dump.set_defaults(run=_dump)
+    for s in (note, pl, ex, rs, show, dump):
         s.add_argument("--run-dir", required=True, type=Path)
     return p
 
@@ -153,7 +159,7 @@ def _restart(args: argparse.Namespace, cfg: GuardConfig) -> int:
         return _fail(2, str(exc))
     found, _ = suspects.read(args.run_dir)
     text = summary.summarize(restart, summary.newest_suspicion(found, args.job, args.node),
-                             _placement(args.run_dir, args.job, args.kind))
+                             _placement(args.run_dir, args.job, args.kind, args.excluded))
     history, problems = restarts.history(args.run_dir)
     storm = restarts.storm([*history, restart], now, storm_policy(cfg))
     if storm is not None:
@@ -177,8 +183,10 @@ def _restart(args: argparse.Namespace, cfg: GuardConfig) -> int:
     return restarts.EXIT_STORM
 
 
-def _placement(run_dir: Path, job: str, kind: str) -> summary.Placement:
+def _placement(run_dir: Path, job: str, kind: str, excluded: str | None) -> summary.Placement:
     """The newest `plan` (in place) or `exclude` (requeue, resubmit) answer for this job."""
+    if excluded is not None:
+        return summary.Placement(tuple(n for n in excluded.split(",") if n))
     wanted = "plan" if kind == "inplace" else "exclude"
     mine = [e for e in journal.read(run_dir).of(wanted) if str(e.fields.get("job", "")) == job]
     if not mine:
@@ -203,6 +211,20 @@ def _show(args: argparse.Namespace, cfg: GuardConfig) -> int:
         print(f"warning: {problem} (left out)")
     out = [v for v in _verdicts(args, cfg) if v.excluded]
     _out([f"excluded now: {v.why()}" for v in out] or ["excluded now: none"])
+    return 0
+
+
+def _dump(args: argparse.Namespace, cfg: GuardConfig) -> int:
+    j = journal.read(args.run_dir)
+    found, problems = suspects.read(args.run_dir)
+    verdicts = suspects.judge(found, time.time(), suspect_policy(cfg))
+    try:
+        last = (journal.folder(args.run_dir) / summary.SUMMARY_FILE).read_text().strip()
+    except OSError:
+        last = ""
+    print(json.dumps({"entries": [dict(e.fields) for e in j.entries], "problems": list(problems),
+                      "excluded": [{"node": v.node, "why": v.why()} for v in verdicts if v.excluded],
+                      "summary": last}))
     return 0
 
 

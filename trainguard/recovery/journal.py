@@ -61,7 +61,7 @@ def append(run_dir: Path, kind: str, at: float, text: str, fields: Mapping[str, 
         data["text"] = data["text"][: max(0, len(data["text"]) - over)] + "..."
         line = json.dumps(data) + "\n"
     target = folder(run_dir)
-    target.mkdir(mode=0o755, exist_ok=True)
+    target.mkdir(mode=0o755, parents=True, exist_ok=True)
     _write_line(target / f"{_host()}.jsonl", line.encode())
 
 
@@ -91,15 +91,30 @@ def read(run_dir: Path) -> Journal:
     problems: list[str] = []
     for path in files:
         try:
-            text = path.read_text(errors="replace")
+            untrusted = _untrusted(path)
+            text = "" if untrusted else path.read_text(errors="replace")
         except OSError as exc:
             problems.append(f"{path}: cannot read: {exc.strerror or exc}")
+            continue
+        if untrusted:
+            problems.append(f"{path}: {untrusted}: left out (it decides which nodes are excluded)")
             continue
         found, bad = parse(text, str(path))
         entries += found
         problems += bad
     entries.sort(key=lambda e: e.at)
     return Journal(tuple(entries), tuple(problems))
+
+
+def _untrusted(path: Path) -> str:
+    """Why a file others could have written is not read ("" when it is yours or root's and
+    writable by its owner only)."""
+    st = path.stat()
+    if st.st_uid not in (os.getuid(), 0):
+        return f"owned by uid {st.st_uid}, not by you"
+    if st.st_mode & 0o022:
+        return f"writable by others (mode {st.st_mode & 0o777:o})"
+    return ""
 
 
 def parse(text: str, name: str) -> tuple[list[Entry], list[str]]:

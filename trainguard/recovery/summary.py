@@ -62,5 +62,13 @@ def storm_page(storm: Storm) -> str:
 
 
 def newest_suspicion(suspicions: Sequence[Suspicion], job: str, node: str) -> Suspicion | None:
-    mine = [s for s in suspicions if s.job == job and (not node or s.node == node)]
-    return max(mine, key=lambda s: s.at, default=None)
+    """The newest failure of `job` on `node` (a node or a comma-separated list; "" any).
+    One failure may be recorded twice (by the hang path and by the template): the record
+    that says the most (its detail) speaks for it."""
+    nodes = {n for n in node.split(",") if n}
+    mine = [s for s in suspicions if s.job == job and (not nodes or s.node in nodes)]
+    newest = max(mine, key=lambda s: s.at, default=None)
+    if newest is None:
+        return None
+    same = [s for s in mine if s.key == newest.key]
+    return max(same, key=lambda s: (bool(s.detail), s.at))

@@ -41,7 +41,6 @@ if TYPE_CHECKING:
     from watchdogs.slurmctl.jobspec import JobSpec
     from watchdogs.slurmctl.jobstatus import Assessment
     from watchdogs.slurmctl.squeue import JobRow
-    from watchdogs.slurmctl.transitions import Transition
 
 MEMORY = "check.job"
 # A first look that finds nothing asks accounting this far back for the last run.
@@ -90,6 +89,8 @@ class JobCheck(Check):
         "checkpoints": Option(path, help="trainguard's checkpoint folder (the step saved)"),
         "notices": Option(subset_of(*jobnotices.KINDS), default=(),
                           help="lifecycle notices to send: started, requeued, ended"),
+        "run_dir": Option(path, help="the training's run folder: its suspect nodes and restarts "
+                                     "in the alert, excluded on resubmit (docs/suspect-nodes.md)"),
         "probe_timeout": Option(timeout, default=10.0, help="reading logs and checkpoints"),
     }
 
@@ -233,74 +234,13 @@ class JobCheck(Check):
         memory["seen"] = remember(rows)
         ctx.store.kv_put(MEMORY, self.name, memory)
 
-    # -- lifecycle notices ---------------------------------------------------------------
+    # -- lifecycle notices (watchdogs.checks.joblifecycle) --------------------------------
 
     def _notices(self, ctx: TickContext, rows: list[JobRow]) -> list[Notice]:
-        from watchdogs.checks.jobgone import final_ending
-        from watchdogs.slurmctl.transitions import transitions
+        from watchdogs.checks.joblifecycle import lifecycle_notices
+        from watchdogs.checks.recovery import notices
 
-        wanted = self.opts.get("notices") or ()
-        memory = dict(ctx.store.kv_get(MEMORY, self.name, {}))
-        if not wanted or "seen" not in memory:
-            return []  # the first look only learns what runs; nothing has changed yet
-        found = transitions(memory["seen"], rows)
-        if jobnotices.REQUEUED in wanted:
-            found = [*self._requeued_between(ctx, rows, memory, found), *found]
-        said, waiting = jobnotices.notices(
-            wanted, found, ctx.now, self.label(), memory.get("pending_notices", {}),
-            lambda job_id, row: final_ending(self, ctx, job_id, row))
-        memory = dict(ctx.store.kv_get(MEMORY, self.name, {}))
-        memory["pending_notices"] = waiting
-        ctx.store.kv_put(MEMORY, self.name, memory)
-        return said
-
-    def _requeued_between(self, ctx: TickContext, rows: list[JobRow], memory: Mapping[str, Any],
-                          found: list[Transition]) -> list[Transition]:
-        """Requeues since the last look that this look cannot see (the run started and was
-        requeued in between): accounting's record of an alive job has an earlier run that
-        ended after the last look. One per job; none when the look already told it."""
-        from watchdogs.checks.jobend import tick_answer
-        from watchdogs.slurmctl.transitions import REQUEUED, Transition
-
-        since = memory.get("looked_at")
-        if since is None:
-            return []
-        try:
-            records = tick_answer(ctx).records
-        except SlurmError:
-            return []
-        seen = {t.job_id for t in found if t.kind == REQUEUED}
-        # Accounting's times are whole seconds: an end in the second of the last look counts,
-        # and the ends already told are remembered so that none is told twice.
-        told: dict[str, list[float]] = dict(memory.get("requeues_told", {}))
-        # A requeue this look saw (pending again) is told by the look; accounting may record
-        # it only later: its end, at or before this moment, is not news then.
-        until: dict[str, float] = dict(memory.get("requeues_seen_until", {}))
-        until.update({job_id: ctx.now.timestamp() for job_id in seen})
-        out = []
-        for row in rows:
-            record = records.get(row.raw_id)
-            if not (row.running or row.queued) or record is None:
-                continue
-            # The job is alive: every earlier run accounting shows was requeued. Its newest
-            # run counts only when accounting calls it REQUEUED (the record of the new run may
-            # not be there yet); an end in any other state is this run ending (a cancel that
-            # accounting records before squeue stops listing the job), not a requeue.
-            newest = (record.end,) if record.state == "REQUEUED" else ()
-            runs = (*record.earlier_ends, *newest)
-            ends = [e.timestamp() for e in runs if e is not None]
-            new = [e for e in ends if e >= int(since) and e not in told.get(row.raw_id, [])
-                   and e > until.get(row.raw_id, float("-inf"))]
-            if new and row.raw_id not in seen:
-                out.append(Transition(REQUEUED, row.raw_id, row))
-            if new:
-                told[row.raw_id] = [*told.get(row.raw_id, []), *new][-10:]
-        alive = {r.raw_id for r in rows}
-        fresh = dict(ctx.store.kv_get(MEMORY, self.name, {}))
-        fresh["requeues_told"] = {k: v for k, v in told.items() if k in alive}
-        fresh["requeues_seen_until"] = {k: v for k, v in until.items() if k in alive}
-        ctx.store.kv_put(MEMORY, self.name, fresh)
-        return out
+        return [*lifecycle_notices(self, ctx, rows), *notices(self, ctx, rows)]
 
     # -- the job is gone: why, and what to do (watchdogs.checks.jobgone) ------------------
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from watchdogs.checks import jobend, jobfiles
+from watchdogs.checks import jobend, jobfiles, recovery
 from watchdogs.checks.job import MEMORY
 from watchdogs.errors import SlurmError, WatchdogsError
 from watchdogs.result import CheckResult, Notice, Status
@@ -49,7 +49,8 @@ def gone(check: JobCheck, ctx: TickContext, rows: list[JobRow]) -> CheckResult:
     context.update(job=job_id, last_state=f.state or "unknown", ending=ending.kind)
     # The source is part of it: a degraded first word, then accounting's, is news.
     fingerprint = f"gone:{job_id}:{ending.kind}:{f.source}"
-    details = [f"{where}.", f"efficiency: {ending.efficiency()}" if f.source == "sacct" else ""]
+    details = [f"{where}.", f"efficiency: {ending.efficiency()}" if f.source == "sacct" else "",
+               *recovery.lines(recovery.record_for(check, ctx), job_id)]
     details += _tail_lines(tail)
     summary = ending.sentence() + _earlier_runs(check, ctx, [r for r in runs if r.raw_id != job_id])
     lines = tuple(d for d in details if d)
@@ -59,7 +60,7 @@ def gone(check: JobCheck, ctx: TickContext, rows: list[JobRow]) -> CheckResult:
         return _completed(check, ctx, job_id, summary, lines, context, fingerprint)
     if check.opts.get("resubmit") is None:
         return CheckResult(Status.CRITICAL, summary, lines, context=context, fingerprint=fingerprint)
-    return _resubmit(check, ctx, summary, lines, context, ending, fingerprint)
+    return _resubmit(check, ctx, summary, lines, context, ending, fingerprint, row)
 
 
 def _completed(check: JobCheck, ctx: TickContext, job_id: str, summary: str,
@@ -164,7 +165,8 @@ def _tail(opts: Mapping[str, Any], ending: Ending) -> dict[str, Any] | None:
 
 
 def _resubmit(check: JobCheck, ctx: TickContext, summary: str, details: tuple[str, ...],
-              context: dict[str, str], ending: Ending | None, fingerprint: str) -> CheckResult:
+              context: dict[str, str], ending: Ending, fingerprint: str, row: JobRow | None
+              ) -> CheckResult:
     opts = check.opts
     script = opts["resubmit"]
     policy = resubmit.ResubmitPolicy(
@@ -174,7 +176,8 @@ def _resubmit(check: JobCheck, ctx: TickContext, summary: str, details: tuple[st
     now = ctx.now.timestamp()
     history = ctx.store.kv_get(RESUBMITS, check.name, [])
     decision = resubmit.decide(policy, history, now, policy.kill_switch.exists(), ending,
-                               max(history, default=None))
+                               max(history, default=None),
+                               recovery.storm_reason(recovery.record_for(check, ctx), ending.facts.job_id))
     context["resubmit"] = decision.key
     if not decision.allowed:
         return CheckResult(Status.CRITICAL, f"{summary}. {decision.why}.", details, context=context,
@@ -184,16 +187,27 @@ def _resubmit(check: JobCheck, ctx: TickContext, summary: str, details: tuple[st
         context["resubmit"] = "doubt"
         return CheckResult(Status.UNKNOWN, f"{summary}. Not resubmitted: {doubt}", details,
                            context=context, fingerprint=f"{fingerprint}:doubt")
+    exclude, said = recovery.exclusion(check, ctx, decision.exclude, ending.facts.nnodes, row)
+    node = (decision.exclude or ("",))[0]
+    storm = recovery.would_storm(check, ctx, ending.facts.job_id, decision.key, node)
+    if storm is not None:
+        context["resubmit"] = "storm"
+        return CheckResult(Status.CRITICAL, f"{summary}. Not resubmitted: it would be a restart storm "
+                                            f"({storm[0]}); the chain ends here",
+                           (*details, "the restarts, this resubmit last:", *storm[1]),
+                           context=context, fingerprint=fingerprint)
     try:
-        job_id = _submit(check, ctx, script, decision.exclude)
+        job_id = _submit(check, ctx, script, exclude)
     except SlurmError as exc:
         return CheckResult(Status.CRITICAL, f"{summary}. Resubmit failed: {exc}", details,
                            context=context, fingerprint=fingerprint)
+    recovery.count_restart(check, ending.facts.job_id, decision.key, node, exclude)
     ctx.store.kv_put(RESUBMITS, check.name, [*decision.recent, now])
     context["resubmitted"] = job_id
-    excluding = f" excluding {', '.join(decision.exclude)}" if decision.exclude else ""
+    excluding = f" excluding {', '.join(exclude)}" if exclude else ""
     return CheckResult(Status.WARNING, f"{summary}. Resubmitted as job {job_id}{excluding} "
-                                       f"({decision.why}).", details, context=context,
+                                       f"({decision.why}).", (*details, said) if said else details,
+                       context=context,
                        fingerprint=fingerprint)
 
 

@@ -16,9 +16,10 @@ from watchdogs.config.model import (
     SchedulerSettings,
     frozen_map,
 )
-from watchdogs.config.options import Option, validate_table
+from watchdogs.config.options import Option
 from watchdogs.config.paths import path_problem
 from watchdogs.config.source import parse_toml, read_toml
+from watchdogs.config.tables import validate_table
 from watchdogs.errors import ConfigError, ConfigProblem
 from watchdogs.plugins import CHECKS_GROUP, NOTIFIERS_GROUP, Registry, load_group
 from watchdogs.textsafe import control_characters

@@ -1,5 +1,6 @@
 """Typed option declarations. Each check type and channel declares its keys with these;
-the loader validates every table against them and reports every problem at once.
+the loader validates every table against them (watchdogs.config.tables) and reports every
+problem at once.
 
 A kind is a callable that turns the raw TOML value into the typed value, or raises
 ValueError whose text says what was expected. Kinds are bounded so that what validates
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,6 @@ from typing import Any
 from watchdogs import units
 
 Kind = Callable[[Any], Any]
-_MISSING = object()
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,6 @@ duration = duration_at_least(0.0)
 """Ages, windows, grace periods; "0s" may mean "off" (e.g. fail_fast)."""
 period = duration_at_least(1.0)
 """How often something runs: at least a second."""
-
 
 
 def _timeout(value: Any) -> float:
@@ -242,66 +241,3 @@ def notify_route(value: Any) -> Mapping[str, tuple[str, ...]]:
 
 
 named_kind("notify_route", notify_route)
-
-
-def validate_table(raw: Mapping[str, Any], options: Mapping[str, Option],
-                   skip: Sequence[str] = ()) -> tuple[dict[str, Any], list[tuple[str, Any, str]]]:
-    """Parse `raw` against `options`. Returns (values, problems as (key, value, expected))."""
-    values: dict[str, Any] = {}
-    problems: list[tuple[str, Any, str]] = []
-    for key, value in raw.items():
-        if key in skip:
-            continue
-        if key not in options:
-            problems.append((key, value, _unknown_key(key, options, skip)))
-            continue
-        try:
-            values[key] = options[key].kind(value)
-        except ValueError as exc:
-            problems.append((key, value, str(exc)))
-    for key, option in options.items():
-        if key in raw or key in skip:
-            continue
-        if option.required:
-            problems.append((key, _MISSING_TEXT, f"this key is required ({option.help or 'no default'})"))
-        else:
-            values[key] = option.default
-    return values, problems + order_problems(raw, values, options)
-
-
-def order_problems(raw: Mapping[str, Any], values: Mapping[str, Any], options: Mapping[str, Option]
-                   ) -> list[tuple[str, Any, str]]:
-    """`below`/`above` rules between keys of one table, checked where both values are set
-    and of the same sort (a percentage is not compared with an amount)."""
-    problems = []
-    for key, option in options.items():
-        for other, sign in ((option.below, "<"), (option.above, ">")):
-            if other is None or (key not in raw and other not in raw):
-                continue
-            mine, theirs = _comparable(values.get(key)), _comparable(values.get(other))
-            if mine is None or theirs is None or mine[0] != theirs[0]:
-                continue
-            if (sign == "<" and not mine[1] < theirs[1]) or (sign == ">" and not mine[1] > theirs[1]):
-                word = "below" if sign == "<" else "above"
-                shown = raw.get(key, f"{values.get(key)} (default)")
-                problems.append((key, shown, f"a value {word} {other} ({raw.get(other, 'its default')!r})"))
-    return problems
-
-
-def _comparable(value: Any) -> tuple[str, float] | None:
-    if isinstance(value, Limit):
-        return ("%", value.percent) if value.percent is not None else ("amount", float(value.amount or 0))
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return ("amount", float(value))
-    return None
-
-
-_MISSING_TEXT = "(missing)"
-
-
-def _unknown_key(key: str, options: Mapping[str, Option], skip: Sequence[str]) -> str:
-    places = [k for k in (f"{key}_env", f"{key}_file") if k in options]
-    if places:
-        return f"no secret in the config: write it in a file or variable named by {' or '.join(places)}"
-    known = ", ".join(sorted(set(options) | set(skip)))
-    return f"no such key here (known keys: {known})"

@@ -105,7 +105,10 @@ def _why_not(key: str, ending: e.Ending | None, policy: ResubmitPolicy) -> str:
 
 
 def decide(policy: ResubmitPolicy, history: Sequence[float], now: float, kill_switch_exists: bool,
-           ending: e.Ending | None, last_resubmit: float | None = None) -> Decision:
+           ending: e.Ending | None, last_resubmit: float | None = None, storm: str | None = None
+           ) -> Decision:
+    """`storm`: the restart storm the run's record names for this job (trainguard's
+    `restart` ended the chain on purpose), if any."""
     from watchdogs.slurmctl import ending as e
 
     recent = tuple(t for t in history if now - t < policy.window)
@@ -116,6 +119,9 @@ def decide(policy: ResubmitPolicy, history: Sequence[float], now: float, kill_sw
                         key=key)
     if key == "completed":
         return Decision(False, "Not resubmitted: the last run completed successfully", recent, key=key)
+    if storm:
+        return Decision(False, f"Not resubmitted: the run ended its chain on purpose after a restart "
+                               f"storm ({storm})", recent, key="storm")
     if ending is None or ending.facts.source != "sacct":
         said = f" ({ending.facts.degraded})" if ending is not None and ending.facts.degraded else ""
         return Decision(False, "Not resubmitted: accounting has no record of how it ended"
@@ -132,6 +138,29 @@ def decide(policy: ResubmitPolicy, history: Sequence[float], now: float, kill_sw
         exclude = (ending.facts.nodelist,)  # the one node it ran on, back or not
     return Decision(True, f"{humanize.ordinal(len(recent) + 1)} of at most {policy.limit} in "
                           f"{humanize.duration(policy.window)}", recent, exclude, key)
+
+
+def exclusion(failed: Sequence[str], suspects: Sequence[tuple[str, str]], usable: Sequence[str] | None,
+              need: int) -> tuple[tuple[str, ...], str]:
+    """The nodes to `--exclude`: those that failed the run (NODE_FAIL) and the run's suspects
+    (node, why), unless that leaves fewer usable nodes in the job's partition than it
+    needs; with a sentence for the alert ("" when there is nothing to say). `usable` None:
+    the partition's nodes cannot be told, so only the failed nodes are excluded (as before
+    suspects were recorded) and the suspects are not."""
+    wanted = list(dict.fromkeys([*failed, *(n for n, _ in suspects)]))
+    if not wanted:
+        return (), ""
+    why = "; ".join(w for n, w in suspects if n in wanted)
+    if usable is None:
+        skipped = [n for n, _ in suspects if n not in failed]
+        return tuple(failed), (f"suspect nodes not excluded ({why}): the job's partition and its "
+                               "nodes cannot be told, and excluding on doubt may leave it too few"
+                               if skipped else "")
+    left = [n for n in usable if n not in wanted]
+    if len(left) < need:
+        return (), (f"not excluding {', '.join(wanted)}: that would leave {len(left)} usable "
+                    f"node{'s' if len(left) != 1 else ''} in the partition, and the job needs {need}")
+    return tuple(wanted), (f"suspect nodes excluded: {why}" if why else "")
 
 
 def submit(script: Path, job_name: str | None, cluster: str | None, timeout: float,

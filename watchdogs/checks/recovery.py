@@ -1,0 +1,221 @@
+"""A run's recovery record (trainguard.recovery, docs/suspect-nodes.md) in the `job`
+check's words: which nodes are suspect and excluded, what was done last, a restart storm
+with its history. In-place restarts change no job state, so they are told as notices (once
+each; a template's own requeue too, with what it excluded), and a node Slurm drains under
+the running job is recorded as its suspect.
+
+The record lies in the run folder, often on NFS: it is read and written only by trainguard's
+own CLI (`python -m trainguard.recovery dump|note|restart`) in a bounded child process, so a
+dead mount makes the lines say "not readable", never a hung tick. Enabled by the check's
+`run_dir` option.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from watchdogs.errors import SlurmError
+from watchdogs.fsprobe.bounded import FsError, run_bounded
+from watchdogs.result import Notice
+
+if TYPE_CHECKING:
+    from watchdogs.checks.context import TickContext
+    from watchdogs.checks.job import JobCheck
+    from watchdogs.slurmctl.sinfo import NodeRow
+    from watchdogs.slurmctl.squeue import JobRow
+
+MEMORY = "check.job.recovery"
+RESTARTED = "restarted"
+TOLD = {"inplace": "restarted in place", "requeue": "requeued by its batch script"}
+FIRST_LOOK_BACK_S = 3600.0   # restarts a first look still tells
+KEEP_DRAINED = 50
+
+
+@dataclass(frozen=True)
+class Record:
+    entries: tuple[Mapping[str, Any], ...]
+    problems: tuple[str, ...]
+    excluded: tuple[tuple[str, str], ...]   # (node, why) the policy excludes now
+    summary: str                             # the newest "what happened, what was done"
+    error: str = ""                          # why it could not be read at all
+
+    def storm(self, job_id: str) -> Mapping[str, Any] | None:
+        """The storm that ended this job's chain, if its record says so."""
+        return next((e for e in reversed(self.entries) if e.get("kind") == "storm"
+                     and str(e.get("job", "")) == job_id), None)
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "trainguard.recovery", *args]
+
+
+def read(run_dir: Path, timeout: float) -> Record:
+    try:
+        data = json.loads(run_bounded(_cli("dump", "--run-dir", str(run_dir)), timeout,
+                                      f"recovery record in {run_dir}"))
+        return Record(tuple(data["entries"]), tuple(data["problems"]),
+                      tuple((str(x["node"]), str(x["why"])) for x in data["excluded"]),
+                      str(data["summary"]))
+    except FsError as exc:
+        return Record((), (), (), "", str(exc))
+    except (ValueError, KeyError, TypeError) as exc:
+        return Record((), (), (), "", f"recovery record in {run_dir}: unreadable answer ({exc})")
+
+
+def record_for(check: JobCheck, ctx: TickContext) -> Record | None:
+    """This tick's reading of the check's run folder (read once), or None without one."""
+    run_dir = check.opts.get("run_dir")
+    if run_dir is None:
+        return None
+    return ctx.shared(f"recovery:{run_dir}", lambda: read(run_dir, check.opts["probe_timeout"]))
+
+
+def lines(record: Record | None, job_id: str) -> list[str]:
+    """What the alert about `job_id` says of the run's suspects and restarts."""
+    if record is None:
+        return []
+    if record.error:
+        return [f"suspect nodes and restarts: not readable ({record.error})"]
+    out = []
+    storm = record.storm(job_id)
+    if storm is not None:
+        out += [f"restart storm: {storm.get('reason', '?')}; the chain was ended on purpose "
+                "(no requeue, no resubmission). The restarts:",
+                *(f"  {line}" for line in storm.get("history", ()))]
+    if record.summary:
+        out.append(f"last recovery: {record.summary}")
+    if record.excluded:
+        out.append("suspect nodes (excluded from the next start): "
+                   + "; ".join(why for _node, why in record.excluded))
+    if record.problems:
+        out.append(f"recovery record: {len(record.problems)} unreadable line(s) left out, "
+                   f"e.g. {record.problems[0]}")
+    return out
+
+
+def notices(check: JobCheck, ctx: TickContext, rows: Sequence[JobRow]) -> list[Notice]:
+    """In-place restarts since the last look, once each; drained nodes of the running job
+    recorded as suspects; where the job runs remembered (for the resubmit's exclusion)."""
+    record = record_for(check, ctx)
+    if record is None:
+        return []
+    memory = dict(ctx.store.kv_get(MEMORY, check.name, {}))
+    running = [r for r in rows if r.running]
+    if running:
+        memory["partition"], memory["num_nodes"] = running[-1].partition, running[-1].num_nodes
+    memory["drained"] = _note_drained(check, ctx, running, memory.get("drained", []))
+    told_until = float(memory.get("told_until", ctx.now.timestamp() - FIRST_LOOK_BACK_S))
+    # Restarts by the templates (the watchdog's own resubmit says itself what it did).
+    fresh = [e for e in record.entries if e.get("kind") == "restart" and e.get("restart") in TOLD
+             and float(e.get("at", 0)) > told_until]
+    memory["told_until"] = max([told_until, *(float(e["at"]) for e in fresh)])
+    ctx.store.kv_put(MEMORY, check.name, memory)
+    return [Notice(f"{check.label()} (job {e.get('job', '?')}) {TOLD[str(e['restart'])]}: "
+                   f"{e.get('summary') or e.get('text', '')}", (), RESTARTED) for e in fresh]
+
+
+def _note_drained(check: JobCheck, ctx: TickContext, running: Sequence[JobRow],
+                  noted: list[str]) -> list[str]:
+    """Record each node Slurm drains under a running job once; the ids noted so far."""
+    if not running:
+        return noted
+    from watchdogs.slurmctl.hostlist import expand
+
+    drained = {r.name: r for r in _sinfo(ctx) if "drain" in r.base_state}
+    for row in running:
+        for node in expand(row.nodelist) if row.nodelist else []:
+            key = f"{row.raw_id}:{node}"
+            if node in drained and key not in noted and _note(check, row.raw_id, node, drained[node]):
+                noted = [*noted, key][-KEEP_DRAINED:]
+    return noted
+
+
+def _sinfo(ctx: TickContext) -> tuple[NodeRow, ...]:
+    # The tick's one sinfo, shared with the `nodes` checks and the job checks' endings.
+    from watchdogs.slurmctl.backoff import guarded
+    from watchdogs.slurmctl.sinfo import run_sinfo
+    from watchdogs.slurmctl.snapshot import SLURM_TIMEOUT_S
+
+    try:
+        return ctx.shared("sinfo", lambda: guarded(
+            ctx.store, "sinfo", ctx.now.timestamp(),
+            lambda: run_sinfo(SLURM_TIMEOUT_S, ctx.slurm_env(), ctx.runner)))
+    except SlurmError:
+        return ()
+
+
+def _note(check: JobCheck, job_id: str, node: str, row: NodeRow) -> bool:
+    # The one write of this module, by trainguard's own CLI in a bounded child.
+    detail = f"drained while the job ran: {row.reason or row.state}"
+    try:
+        run_bounded(_cli("note", "--run-dir", str(check.opts["run_dir"]), "--job", job_id,
+                         "--cause", "drained", "--nodes", node, "--detail", detail),
+                    check.opts["probe_timeout"], f"recording suspect {node}")
+    except FsError:
+        return False   # tried again at the next look
+    return True
+
+
+def storm_reason(record: Record | None, job_id: str) -> str | None:
+    storm = record.storm(job_id) if record is not None else None
+    return None if storm is None else str(storm.get("reason", "restart storm"))
+
+
+def exclusion(check: JobCheck, ctx: TickContext, failed: Sequence[str], need: int,
+              row: JobRow | None) -> tuple[tuple[str, ...], str]:
+    """The resubmit's `--exclude`: the failed nodes and the run's suspects, unless that
+    leaves the job's partition too few usable nodes (from the tick's one sinfo)."""
+    from watchdogs.slurmctl import resubmit
+
+    record = record_for(check, ctx)
+    suspects = record.excluded if record is not None else ()
+    memory = ctx.store.kv_get(MEMORY, check.name, {})
+    partition = row.partition if row is not None and row.partition else memory.get("partition")
+    need = need or int(memory.get("num_nodes") or 1)
+    rows = _sinfo(ctx) if partition and suspects else ()
+    named = set(str(partition).split(","))
+    mine = [r for r in rows if r.partition.rstrip("*") in named]
+    # No row of the partition (sinfo failed, or no partition known): its size is unknown.
+    usable = sorted({r.name for r in mine if r.available}) if mine else None
+    return resubmit.exclusion(failed, suspects, usable, need)
+
+
+def would_storm(check: JobCheck, ctx: TickContext, job_id: str, cause: str, node: str
+                ) -> tuple[str, list[str]] | None:
+    """The restart storm a resubmit now would make (trainguard's rule, its settings from this
+    environment), judged before sbatch: its reason and one line per restart; None when none,
+    or when the record cannot be read (the policy's own crash-loop limit still holds)."""
+    from trainguard.config import config_from, storm_policy
+    from trainguard.restarts import Restart, storm
+
+    record = record_for(check, ctx)
+    if record is None or record.error:
+        return None
+    try:
+        policy = storm_policy(config_from())
+        history = [Restart(float(e["at"]), str(e["job"]), str(e["restart"]), str(e.get("cause", "")),
+                           str(e.get("node", "")), int(e.get("step", -1)))
+                   for e in record.entries if e.get("kind") == "restart"]
+    except (KeyError, TypeError, ValueError):
+        return None
+    now = ctx.now.timestamp()
+    found = storm([*history, Restart(now, job_id, "resubmit", cause, node)], now, policy)
+    return None if found is None else (found.reason, [f"  {line}" for line in found.lines()])
+
+
+def count_restart(check: JobCheck, job_id: str, cause: str, node: str, excluded: Sequence[str]) -> None:
+    """Record the resubmission in the run's record, after sbatch. A record that cannot be
+    written does not undo it (the alert says the job was resubmitted)."""
+    run_dir = check.opts.get("run_dir")
+    if run_dir is None:
+        return
+    with contextlib.suppress(FsError):
+        run_bounded(_cli("restart", "--run-dir", str(run_dir), "--job", job_id, "--kind", "resubmit",
+                         "--cause", cause, "--excluded", ",".join(excluded),
+                         *(["--node", node] if node else [])),
+                    check.opts["probe_timeout"], f"recording the resubmit in {run_dir}")
