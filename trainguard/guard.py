@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import signal
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -26,7 +27,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, NoReturn, TypeVar
 
-from trainguard import lifecycle
+from trainguard import lifecycle, precheck
 from trainguard.agreement import Agreement
 from trainguard.causes import EXIT_NO_PROGRESS, HEALTH_CAUSES, Cause, Decision, decide
 from trainguard.checkpoint import Checkpoint, Checkpoints
@@ -103,6 +104,7 @@ class Guard:
             return self
         self._started = True
         self.signals.install()
+        precheck.run(self.config, os.environ)     # a failing node: a suspect, the step ends
         if self.forced is not None:
             self.forced.start()
         lifecycle.write_pid(self.config.pid_file)

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from trainguard.causes import EXIT_REQUEUE
 from trainguard.heartbeat import Heartbeat, read_heartbeats
+from trainguard.precheck import EXIT_PRECHECK
 from trainguard.step_end import end_step, job_steps
 
 # A trainguard code that is an answer, not a fault: done (0), an exception (1: the same code
@@ -64,6 +65,8 @@ def fault_cause(rc: int, why: str, signalled: bool) -> str | None:
     requeue the batch shell was asked for, an exception...)."""
     if signalled:
         return None         # a time limit, a preemption, a scancel: the queue's business
+    if rc == EXIT_PRECHECK:
+        return "precheck"   # the failing rank recorded its node itself
     if rc == EXIT_REQUEUE:
         return "hang" if why.startswith("hung") else None
     return None if rc in ANSWERS else "rank_died"
@@ -183,7 +186,7 @@ def _after(args: argparse.Namespace) -> int:
     if cause is None:
         sys.stdout.write(Decision("").lines())
         return 0
-    stopped = stopped_ranks(seen, args.job) if beats else None
+    stopped = stopped_ranks(seen, args.job) if beats and cause != "precheck" else None
     failure = Failure(cause, stopped.nodes if stopped else (), stopped.step if stopped else -1)
     say(f"the training step ended by a fault ({cause}, exit {args.rc}); stopped rank(s) on "
         f"{','.join(failure.nodes) or 'no node named by a heartbeat'}")

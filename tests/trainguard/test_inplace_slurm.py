@@ -13,7 +13,14 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import wait_for
-from tests.trainguard.support import PYTHON, REQUEUE_SCRIPT, TORCHRUN_SCRIPT, Cluster, read_steps, wait_for_step
+from tests.trainguard.support import (
+    PYTHON,
+    REQUEUE_SCRIPT,
+    TORCHRUN_SCRIPT,
+    Cluster,
+    read_steps,
+    wait_for_step,
+)
 from tests.trainguard.test_hang_slurm import HANG_ENV, TRAIN, heartbeat
 from tests.trainguard.test_slurm_torchrun import NODES, PER_NODE, STEPS, four_rank_reference  # noqa: F401 - a fixture
 
@@ -45,8 +52,8 @@ def test_with_a_spare_a_frozen_rank_restarts_in_the_same_job_on_the_other_nodes_
     env = {"RUN_DIR": str(run), "TRAIN_LAUNCH": "srun", "MASTER_ADDR": "127.0.0.1", "TRAIN_NODES": "2",
            **HANG_ENV}
     ref, ref_out = reference(cluster, tmp_path, env)
-    job = cluster.sbatch(REQUEUE_SCRIPT, *TRAIN, "--step-log", str(steps),
-                         sbatch_args=("-p", "spare", "-N", "3", "--ntasks-per-node=1", "-o", str(out)), env=env)
+    job = cluster.sbatch(REQUEUE_SCRIPT, *TRAIN, "--step-log", str(steps), env=env,
+                         sbatch_args=("-p", "spare", "-N", "3", "--ntasks-per-node=1", "-o", str(out)))
     wait_for_step(steps, 60)
     frozen = heartbeat(run, 1, job)
     first_set = re.search(r"training step on (\S+) \(in-place restart 0\)", out.read_text())
@@ -77,8 +84,8 @@ def test_without_a_spare_the_job_requeues_excluding_the_frozen_ranks_node_and_av
     run, steps, out = tmp_path / "run", tmp_path / "steps", tmp_path / "out.log"
     env = {"RUN_DIR": str(run), "TRAIN_LAUNCH": "srun", "MASTER_ADDR": "127.0.0.1", **HANG_ENV}
     # Two nodes of the three-node partition: excluding one still leaves enough to run on.
-    job = cluster.sbatch(REQUEUE_SCRIPT, *TRAIN, "--step-log", str(steps),
-                         sbatch_args=("-p", "spare", "-N", "2", "--ntasks-per-node=1", "-o", str(out)), env=env)
+    job = cluster.sbatch(REQUEUE_SCRIPT, *TRAIN, "--step-log", str(steps), env=env,
+                         sbatch_args=("-p", "spare", "-N", "2", "--ntasks-per-node=1", "-o", str(out)))
     wait_for_step(steps, 60)
     frozen = heartbeat(run, 1, job)
     os.kill(frozen.pid, signal.SIGSTOP)
@@ -123,7 +130,8 @@ def test_a_requeue_sets_the_exclusion_once_pending_and_the_next_run_avoids_the_n
 
 @pytest.mark.timeout(400)
 def test_torchrun_with_a_spare_restarts_in_place_after_a_frozen_worker_identical(
-        cluster: Cluster, tmp_path: Path, four_rank_reference: subprocess.Popen[str]) -> None:
+        cluster: Cluster, tmp_path: Path,
+        four_rank_reference: subprocess.Popen[str]) -> None:  # noqa: F811 - the fixture imported above, by name
     run, steps, out = tmp_path / "run", tmp_path / "steps", tmp_path / "out.log"
     job = cluster.sbatch(TORCHRUN_SCRIPT, "--steps", str(STEPS), "--step-sleep", "0.03", "--save-every", "25",
                          "--step-log", str(steps),

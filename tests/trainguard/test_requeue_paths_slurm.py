@@ -43,7 +43,8 @@ def submit(cluster: Cluster, tmp_path: Path, path: str) -> str:
         return f"{array}_0"
     wrap = (f"exec python3 {TRAIN_TINY} {' '.join(args)} --guard checkpoint_dir={tmp_path / 'ckpt'} "
             f"--guard self_requeue=true")
-    return cluster.sbatch(None, sbatch_args=(*low, "-n", "4", "--requeue", "--open-mode=append", "--wrap", wrap))
+    return cluster.sbatch(None, sbatch_args=(*low, "-n", "4", "--requeue", "--open-mode=append",
+                                             "--wrap", wrap))
 
 
 def release() -> tuple[int, int]:
@@ -89,7 +90,8 @@ def test_an_array_chains_next_task_excludes_the_runs_suspect_node(cluster: Clust
     first = array_tasks(array)[1]["NodeList"]
     note(run, f"{array}_1", first)            # as a hang on that node would have recorded it
     sh("scancel", "--batch", "--signal=USR1", f"{array}_1", check=False)
-    wait_for(lambda: (t := array_tasks(array).get(2)) and t["JobState"] == "RUNNING", 90, 0.5, "task 2 running")
+    wait_for(lambda: (t := array_tasks(array).get(2)) and t["JobState"] == "RUNNING", 90, 0.5,
+             "task 2 running")
     second = array_tasks(array)[2]
     log = (tmp_path / "out-1.log").read_text()
     assert f"excluding {first}" in log, log[-3000:]

@@ -32,7 +32,8 @@ def torch_loaded(pid: int) -> bool:
 
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("example", ["lightning_tiny.py", "hf_tiny.py", "accelerate_tiny.py"])
-def test_a_usr1_during_the_framework_import_is_caught_saved_and_requeued(tmp_path: Path, example: str) -> None:
+def test_a_usr1_during_the_framework_import_is_caught_saved_and_requeued(
+        tmp_path: Path, example: str) -> None:
     ckpt = tmp_path / "ckpt"
     # The HF Trainer saves into its output_dir, which is trainguard's checkpoint folder.
     where = ["--output-dir", str(ckpt)] if example == "hf_tiny.py" else ["--guard", f"checkpoint_dir={ckpt}"]
