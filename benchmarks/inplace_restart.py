@@ -64,11 +64,12 @@ def sample(kind: str) -> float:
         root = Path(tmp)
         run, steps, out = root / "run", root / "steps", root / "out.log"
         env = ",".join(["ALL", f"PATH={BIN}:{os.environ['PATH']}", f"RUN_DIR={run}", "TRAIN_LAUNCH=srun",
-                        "MASTER_ADDR=127.0.0.1", f"TRAINGUARD_HANG_FLOOR={BUDGET}", "TRAINGUARD_HANG_CEILING=30",
-                        f"TRAINGUARD_HANG_GRACE={GRACE}", "TRAINGUARD_HEARTBEAT_EVERY=1", "TRAIN_NODES=2"])
+                        "MASTER_ADDR=127.0.0.1", f"TRAINGUARD_HANG_FLOOR={BUDGET}",
+                        "TRAINGUARD_HANG_CEILING=30", f"TRAINGUARD_HANG_GRACE={GRACE}",
+                        "TRAINGUARD_HEARTBEAT_EVERY=1", "TRAIN_NODES=2"])
         nodes = "3" if kind == "inplace" else "2"
-        job = sh("sbatch", "--parsable", f"--export={env}", "-p", "spare", "-N", nodes, "--ntasks-per-node=1",
-                 "-o", str(out), str(REPO / "slurm" / "train-requeue.slurm"),
+        job = sh("sbatch", "--parsable", f"--export={env}", "-p", "spare", "-N", nodes,
+                 "--ntasks-per-node=1", "-o", str(out), str(REPO / "slurm" / "train-requeue.slurm"),
                  "--steps", "100000", "--step-sleep", "0.03", "--save-every", "25",
                  "--step-log", str(steps)).strip()
         try:
