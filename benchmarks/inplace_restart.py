@@ -66,7 +66,8 @@ def sample(kind: str) -> float:
         env = ",".join(["ALL", f"PATH={BIN}:{os.environ['PATH']}", f"RUN_DIR={run}", "TRAIN_LAUNCH=srun",
                         "MASTER_ADDR=127.0.0.1", f"TRAINGUARD_HANG_FLOOR={BUDGET}",
                         "TRAINGUARD_HANG_CEILING=30", f"TRAINGUARD_HANG_GRACE={GRACE}",
-                        "TRAINGUARD_HEARTBEAT_EVERY=1", "TRAIN_NODES=2"])
+                        "TRAINGUARD_HEARTBEAT_EVERY=1", "TRAIN_NODES=2",
+                        f"TRAIN_SCRIPT={REPO / 'slurm' / 'train_tiny.py'}"])
         nodes = "3" if kind == "inplace" else "2"
         job = sh("sbatch", "--parsable", f"--export={env}", "-p", "spare", "-N", nodes,
                  "--ntasks-per-node=1", "-o", str(out), str(REPO / "slurm" / "train-requeue.slurm"),

@@ -69,7 +69,10 @@ def fault_cause(rc: int, why: str, signalled: bool) -> str | None:
         return "precheck"   # the failing rank recorded its node itself
     if rc == EXIT_REQUEUE:
         return "hang" if why.startswith("hung") else None
-    return None if rc in ANSWERS else "rank_died"
+    # A rank killed by a signal (srun says 128 + the signal): a dead rank. A code below 128
+    # is the training's own answer (a usage error, an import error): the same on any node,
+    # a restart would only repeat it.
+    return "rank_died" if rc > 128 and rc not in ANSWERS else None
 
 
 def stopped_ranks(beats: Sequence[Heartbeat], job: str) -> Failure | None:
