@@ -10,7 +10,7 @@ from typing import NoReturn
 
 from trainguard.agreement import Agreement
 from trainguard.fast_exit import FastExit
-from trainguard.slurm import request_requeue
+from trainguard.requeue import requeue
 
 log = logging.getLogger("trainguard")
 
@@ -54,10 +54,14 @@ class ProcessExit:
     def requeue(job_id: str) -> None:
         # Only without the batch script template (which requeues on exit 140 itself), and
         # from one rank only: one requeue per job.
+        # The shared requeue (trainguard/requeue.py): none on top of Slurm's own after a
+        # preemption on 24.11+, which would requeue the next run too.
         try:
-            request_requeue(job_id)
+            outcome = requeue(job_id)
         except Exception as exc:  # noqa: BLE001 - a failed requeue must not hide the exit code
             log.error("trainguard: scontrol requeue %s failed: %s", job_id, exc)
+            return
+        log.warning("trainguard: job %s: %s", job_id, outcome.why)
 
     def exit(self, code: int, rank: int, agreement: Agreement | None, why: str = "") -> NoReturn:
         # sys.exit, not os._exit: the training's finally blocks and atexit handlers (log

@@ -18,17 +18,18 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import signal
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from types import TracebackType
 from typing import Any, NoReturn, TypeVar
 
-from trainguard import lifecycle
+from trainguard import acting, lifecycle, precheck
 from trainguard.agreement import Agreement
-from trainguard.causes import EXIT_NO_PROGRESS, HEALTH_CAUSES, Cause, Decision, decide
+from trainguard.causes import EXIT_NO_PROGRESS, Cause, Decision, decide
 from trainguard.checkpoint import Checkpoint, Checkpoints
 from trainguard.config import GuardConfig
 from trainguard.deadline import StepTimes
@@ -103,6 +104,7 @@ class Guard:
             return self
         self._started = True
         self.signals.install()
+        precheck.run(self.config, os.environ)     # a failing node: a suspect, the step ends
         if self.forced is not None:
             self.forced.start()
         lifecycle.write_pid(self.config.pid_file)
@@ -112,40 +114,20 @@ class Guard:
             self._stop_at_start(Cause.KILL_SWITCH, f"kill switch {self.config.kill_switch} is present")
         return self
 
+    def attach(self, save: Callable[[Path], None] | None = None, load: Callable[[Path], None] | None = None,
+               save_all_ranks: bool = False) -> Guard:
+        """Give a guard started early (before a framework's slow import: a signal meanwhile
+        would end the process) the framework's save and load, before it resumes."""
+        if self._resumed_done or self.saver.writer is not None or self._load_fn is not None:
+            raise ValueError("Guard.attach: expected a guard without save/load functions that has "
+                             "not resumed yet")
+        self.saver.writer, self.saver.all_ranks, self._load_fn = save, save_all_ranks, load
+        return self
+
     def resume(self) -> int:
         """Detect torch.distributed, load the newest loadable checkpoint, apply the requeue-loop
         protection and log the job-info line. Returns the first step to run."""
-        self.start()
-        if self._resumed_done:
-            return self.last_step + 1
-        self._resumed_done = True
-        self.agreement = lifecycle.bind_agreement(self.config, self.sensors, self.heartbeat, self.saver)
-        self.rank = self.agreement.rank if self.agreement else self.rank
-        if self.health is not None:
-            self.health.rank = self.rank
-            self.health.nodes = self.agreement.nodes if self.agreement else []
-        if self._anyone(self.files is not None and self.files.kill_switch_present()):
-            self._stop_at_start(Cause.KILL_SWITCH, f"kill switch {self.config.kill_switch} is present")
-        lifecycle.check_saving(self.saver, self.rank, self._anyone, self.heartbeat)
-        if self.checkpoints is not None and self._load_fn is not None:
-            self.resumed = self.checkpoints.resume(self._load_fn, self.config.start_over)
-        if self.checkpoints is not None:   # also after an integration's own resume
-            lifecycle.report_fallback(self.checkpoints, self.heartbeat)
-            if self.resumed is None and self._load_fn is not None:
-                lifecycle.report_fresh_restart(self.checkpoints, self.job, self.heartbeat)
-        self.last_step = self.resumed.step if self.resumed else -1
-        if self.resumed is not None and self.health is not None:
-            self.health.saved(self.resumed.step, 0.0)
-        self._protect_against_requeue_loop()
-        lifecycle.start_deadline(self.config, self.job, self.deadline, self.sensors,
-                                 self.agreement is None or self.rank == 0, self._clock(), self._wall())
-        lifecycle.log_job_line(self.job, self.deadline, self.resumed,
-                               self.agreement.world if self.agreement else 1)
-        self._beat(self.last_step, "train")
-        self._last_tick = self._next_poll = self._clock()   # the first check polls everything
-        self._next_sync = self.last_step + self.config.sync_every   # the same on every rank
-        self.check = self._check_distributed if self.agreement else self._check_local
-        return self.last_step + 1
+        return acting.resume(self)
 
     def _protect_against_requeue_loop(self) -> None:
         stuck = lifecycle.record_progress(self.config, self.job, self.last_step, self.rank)
@@ -182,12 +164,7 @@ class Guard:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        if not isinstance(exc, Exception):
-            self.finish()   # normal end, SystemExit (ours included), KeyboardInterrupt
-            return
-        code = lifecycle.after_exception(exc, self.config, self.saver, self.forced, self._forced_timeout,
-                                         self.last_step, self.rank, self.agreement is not None)
-        self._stop(code)
+        acting.leave(self, exc)
 
     # ---- the poll point ------------------------------------------------------------------
     def _check_before_resume(self, step: int) -> Decision | None:
@@ -251,21 +228,9 @@ class Guard:
             self.act(decision, step)
         return decision
 
-    @contextmanager
-    def phase(self, name: str) -> Iterator[None]:
+    def phase(self, name: str) -> AbstractContextManager[None]:
         """Mark a phase in the heartbeat (e.g. "eval"), so a long evaluation is not a hang."""
-        self._beat(self.last_step, name)
-        start = self._clock()
-        try:
-            yield
-        finally:
-            self._beat(self.last_step, "train")
-            self._last_tick = end = self._clock()   # the phase is not a training step
-            if self.health is not None:             # waiting for data, or not training
-                if name == "data_loading":
-                    self.health.data_time += end - start
-                else:
-                    self.health.excluded += end - start
+        return acting.phase(self, name)
 
     def data(self, batches: Iterable[T]) -> Iterator[T]:
         """`for batch in guard.data(loader)`: the batches, each wait for one timed (the
@@ -275,31 +240,7 @@ class Guard:
     # ---- acting --------------------------------------------------------------------------
     def act(self, decision: Decision, step: int) -> None:
         """Save if the policy says so; then continue (return) or stop (exit the process)."""
-        if decision.save and self.saver.problem:
-            decision = lifecycle.without_save(decision, step, self.saver.problem)
-        self.arm_forced_exit(decision)
-        wanted = decision.save
-        if wanted and self.save(step) is None and self.save_failure:
-            decision = lifecycle.save_failed(decision, step, self.save_failure, self.checkpoints)
-        action = decision.action
-        if not wanted and action.stop and not self.saver.problem:
-            log.warning("trainguard: not saving (%s)", "policy" if action.save.value == "never"
-                        else "a save would not finish before SIGKILL")
-        if Cause.SAVE_SWITCH in decision.causes and self.files is not None:
-            self.files.consume_save_switch(remove=self.rank == 0)
-        if decision.cause in HEALTH_CAUSES and self.health is not None:
-            self.health.acted(decision, step)
-        if not action.stop:
-            # Warnings of training health are acted upon (logged) together.
-            warned = sum(c.bit for c in decision.causes & HEALTH_CAUSES
-                         if not self.config.policy.action(c).stop)
-            self.sensors.clear(Cause.SAVE_SWITCH.bit | decision.cause.bit | warned)
-            if self.forced is not None:
-                self.forced.disarm()
-            return
-        why = lifecycle.log_stop_line(decision, step, saved=decision.save)
-        self._stop(action.exit_code, step, requeue=action.requeue and self.config.self_requeue,
-                   why=why)
+        acting.act(self, decision, step)
 
     def arm_forced_exit(self, decision: Decision) -> None:
         """Start the forced-exit timer for a stop (act() does it; an integration whose
@@ -311,43 +252,12 @@ class Guard:
                             f"stopping ({decision.cause.label})")
 
     def save(self, step: int) -> Checkpoint | None:
-        """Save and commit checkpoint `step` now (also for the training's periodic saves, so
-        the guard knows how long a save takes). Saves each step at most once. A save that
-        fails (a full disk, a quota, the writer's own error) returns None and is said in
-        the log and the heartbeat (`save_failure`); the training goes on, the last good
-        checkpoint stays, and a stop then exits without requeue."""
-        if not self.saver.due(step):
-            return None
-        if self.health is not None and not self.health.finite_now(step):
-            # The loss is NaN/Inf: the state is poisoned; the last good checkpoint stands.
-            log.error("trainguard: not saving step %d: the loss is %s", step, self.health.record.nan_value)
-            self.sensors.mask |= self.health.poll(self._clock(), step)
-            self._next_poll = -math.inf    # the next poll point decides
-            return None
-        self._beat(step, "saving")
-        try:
-            ckpt, elapsed = self.saver.save(step)
-        except Exception as exc:  # noqa: BLE001 - the writer may raise anything (torch: RuntimeError)
-            self.save_failure = lifecycle.save_failure(step, exc, self.checkpoints, self.heartbeat)
-            self._beat(step, "train")
-            return None
-        self.save_failure = ""
-        self._saved(step, elapsed, ckpt.path)
-        return ckpt
+        """Save and commit checkpoint `step` now (trainguard.acting.save says what a failure does)."""
+        return acting.save(self, step)
 
     def record_save(self, step: int, elapsed: float, path: Path) -> None:
-        """A save of `step` that a framework made itself (the HF Trainer's checkpoint-N):
-        it feeds the save-time estimate, the heartbeat and the log as the guard's own do."""
-        self.saver.record(step, elapsed)
-        self._saved(step, elapsed, path)
-
-    def _saved(self, step: int, elapsed: float, path: Path) -> None:
-        if self.health is not None:
-            self.health.saved(step, self._wall())
-            self.health.excluded += elapsed
-        self._beat(step, "train")
-        log.info("trainguard: saved step %d in %.3f s to %s", step, elapsed, path)
-        self._last_tick = self._clock()   # the save is not a training step
+        """A save of `step` that a framework made itself (the HF Trainer's checkpoint-N)."""
+        acting.record_save(self, step, elapsed, path)
 
     @property
     def save_time(self) -> float:

@@ -156,6 +156,11 @@ class HangWatch:
         self._stop.set()
 
     @property
+    def reported(self) -> bool:
+        """A stall was reported (its response may be ending the process right now)."""
+        return self._reported is not None
+
+    @property
     def alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 

@@ -11,7 +11,7 @@ import logging
 import math
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -54,6 +54,18 @@ def log_job_line(job: JobEnv, deadline: Deadline, resumed: Checkpoint | None, wo
              job.label or "(not in SLURM)", job.restart_count, job.nodelist or "-", world,
              format_seconds(first.time_limit) if first else "unknown",
              format_epoch(deadline.end_time), resumed_from)
+    restart = inplace_restart(os.environ)
+    if restart:
+        # Slurm's restart count does not move for a new step in the same job: this is ours.
+        log.warning("trainguard: in-place restart %d of job %s (a new job step on %s, no requeue), %s",
+                    restart, job.label, os.environ.get("SLURM_STEP_NODELIST") or job.nodelist or "-",
+                    resumed_from)
+
+
+def inplace_restart(env: Mapping[str, str]) -> int:
+    """TRAINGUARD_INPLACE_RESTART, set by the templates for each new step (0: the first)."""
+    value = env.get("TRAINGUARD_INPLACE_RESTART", "0")
+    return int(value) if value.isdigit() else 0
 
 
 def log_stop_line(decision: Decision, step: int, saved: bool = True) -> str:

@@ -23,6 +23,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from trainguard import Guard, config_from
+
 FEATURES, HIDDEN, SAMPLES, BATCH = 16, 32, 512, 16
 
 
@@ -52,19 +54,20 @@ def main(argv: list[str]) -> int:
     rank = int(os.environ.get("RANK", "0"))
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format=f"%(asctime)s rank{rank} %(levelname)s %(message)s")
+    # First, before the seconds of importing torch and accelerate: USR1/TERM are trainguard's.
+    early = Guard(config_from(**guard_settings(args.guard))).start()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import torch
         from accelerate import Accelerator  # type: ignore[import-untyped]  # ships no type information
 
-        from trainguard import config_from
         from trainguard.integrations.accelerate import accelerate_guard
     torch.set_num_threads(1)                  # one thread: bit-identical reductions run to run
     torch.use_deterministic_algorithms(True)
 
     accelerator = Accelerator(cpu=True)
     # Right after the Accelerator: signals and the kill switch are trainguard's from here on.
-    guard = accelerate_guard(accelerator, config_from(**guard_settings(args.guard)))
+    guard = accelerate_guard(accelerator, guard=early)
     torch.manual_seed(args.seed)
     gen = torch.Generator().manual_seed(args.seed + 1)
     x = torch.randn(SAMPLES, FEATURES, generator=gen)

@@ -26,7 +26,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from trainguard.integrations.lightning import TrainguardCallback
+from trainguard import Guard, config_from
 
 FEATURES, HIDDEN, SAMPLES, BATCH = 16, 32, 512, 16
 
@@ -69,11 +69,16 @@ def main(argv: list[str]) -> int:
     rank, size = world()
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format=f"%(asctime)s rank{rank} %(levelname)s %(message)s")
-    guard = TrainguardCallback(**guard_settings(args.guard))   # first: it owns USR1/TERM from here on
+    # First, before the seconds of `import lightning`: USR1/TERM are trainguard's from here on.
+    early = Guard(config_from(**guard_settings(args.guard))).start()
+    print("trainguard: guard started", file=sys.stderr, flush=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import lightning.pytorch as pl
         import torch
+
+        from trainguard.integrations.lightning import TrainguardCallback
+    guard = TrainguardCallback(guard=early)
     torch.set_num_threads(1)              # bit-identical reductions run to run
     torch.use_deterministic_algorithms(True)
     for noisy in ("lightning.pytorch", "lightning.fabric"):

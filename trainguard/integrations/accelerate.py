@@ -26,15 +26,20 @@ from trainguard.config import GuardConfig, config_from
 from trainguard.guard import Guard
 
 
-def accelerate_guard(accelerator: Any, config: GuardConfig | None = None, **settings: Any) -> Guard:
+def accelerate_guard(accelerator: Any, config: GuardConfig | None = None, guard: Guard | None = None,
+                     **settings: Any) -> Guard:
     """A started Guard that saves with `accelerator.save_state(dir)` on every rank and
     resumes with `accelerator.load_state(dir)`. Call `resume()` after `accelerator.prepare`
-    (load_state fills the prepared objects) and before the first step."""
+    (load_state fills the prepared objects) and before the first step. `guard`: a Guard
+    without save/load functions started before importing torch and accelerate (seconds,
+    during which a signal would otherwise end the process)."""
+    if guard is not None and (config is not None or settings):
+        raise ValueError("accelerate_guard: pass either guard= or settings, not both")
     if accelerator.project_configuration.automatic_checkpoint_naming:
         raise ValueError("Accelerator(project_config=ProjectConfiguration(automatic_checkpoint_naming="
                          "True)): save_state would ignore trainguard's directory; set it to False "
                          "(trainguard names, commits and prunes the checkpoints)")
-    cfg = config if config is not None else config_from(**settings)
+    cfg = guard.config if guard is not None else config if config is not None else config_from(**settings)
     if cfg.checkpoint_dir is None:
         raise ValueError("trainguard checkpoint_dir is not set: pass checkpoint_dir=... or set "
                          "TRAINGUARD_CHECKPOINT_DIR (the batch script templates do)")
@@ -46,7 +51,10 @@ def accelerate_guard(accelerator: Any, config: GuardConfig | None = None, **sett
         accelerator.load_state(str(directory))
 
     # Every rank's save_state: model and optimizer on the main process, RNG states per rank.
-    guard = Guard(cfg, save=save, load=load, save_all_ranks=True).start()
+    if guard is not None:
+        guard.attach(save, load, save_all_ranks=True).start()
+    else:
+        guard = Guard(cfg, save=save, load=load, save_all_ranks=True).start()
     _observe_backward(accelerator, guard)
     return guard
 

@@ -2,7 +2,11 @@
 
     from trainguard.integrations.lightning import TrainguardCallback
 
-    guard = TrainguardCallback()                   # first thing: takes USR1/TERM from here on
+    from trainguard import Guard, config_from
+    early = Guard(config_from()).start()           # first thing: takes USR1/TERM from here on
+    import lightning as L                          # seconds: a USR1 meanwhile is kept, not fatal
+    from trainguard.integrations.lightning import TrainguardCallback
+    guard = TrainguardCallback(guard=early)
     trainer = L.Trainer(max_steps=..., callbacks=[guard])
     trainer.fit(model, datamodule, ckpt_path=guard.ckpt_path)
 
@@ -52,10 +56,16 @@ class TrainguardCallback(pl.Callback):
     """trainguard's save/stop/requeue for `Trainer.fit`. `settings` are trainguard settings
     (see `trainguard.config_from`); `config` replaces them entirely."""
 
-    def __init__(self, config: GuardConfig | None = None, **settings: Any) -> None:
+    def __init__(self, config: GuardConfig | None = None, guard: Guard | None = None,
+                 **settings: Any) -> None:
         super().__init__()
+        if guard is not None and (config is not None or settings):
+            raise ValueError("TrainguardCallback: pass either guard= or settings, not both")
+        # `guard`: started before `import lightning` (5-7 s, during which a USR1 would kill
+        # the process with exit 138 and no requeue); it gets Lightning's save here.
         cfg = config if config is not None else config_from(**settings)
-        self.guard = Guard(cfg, save=self._write, save_all_ranks=True)
+        self.guard = (guard.attach(self._write, save_all_ranks=True) if guard is not None
+                      else Guard(cfg, save=self._write, save_all_ranks=True))
         self._trainer: pl.Trainer | None = None
         self._last_step = -1
         self._resolved = False

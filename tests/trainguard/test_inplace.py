@@ -1,0 +1,53 @@
+"""The pure parts of the restart decisions: what counts as a fault, which ranks stopped, and
+when Slurm itself requeues a preempted job (trainguard.inplace, trainguard.requeue)."""
+from __future__ import annotations
+
+from trainguard.heartbeat import Heartbeat
+from trainguard.inplace import fault_cause, hung, kv, stopped_ranks
+from trainguard.requeue import release, slurm_requeues_preemption
+
+HUNG_WHY = "hung at step 61 (train) with no progress for 2.2 s; NO checkpoint saved"
+
+
+def test_a_hang_or_a_dead_rank_is_a_fault_only_when_no_stop_was_asked_for() -> None:
+    assert fault_cause(140, HUNG_WHY, signalled=False) == "hang"
+    assert fault_cause(137, "", signalled=False) == "rank_died"
+    assert fault_cause(7, "node node2 failed the check", signalled=False) == "precheck"
+    # A time limit, a preemption, a scancel: the batch shell was signalled: the queue's business.
+    assert fault_cause(140, HUNG_WHY, signalled=True) is None
+    assert fault_cause(137, "", signalled=True) is None
+    # Answers, never restarted in place: a save for a requeue, done, an exception, NaN, a storm.
+    # ... and a code of the training's own, the same on any node (2: python could not open the script).
+    answers = ((140, "checkpoint saved at step 9"), (0, ""), (1, ""), (2, ""), (3, ""), (5, ""), (6, ""),
+               (143, ""))
+    for rc, why in answers:
+        assert fault_cause(rc, why, signalled=False) is None, rc
+
+
+def beat(rank: int, phase: str, host: str, step: int, job: str = "7") -> Heartbeat:
+    return Heartbeat(rank, step, phase, 0.0, host=host, job_id=job)
+
+
+def test_the_ranks_neither_hung_nor_done_are_the_stopped_ones_of_this_job_only() -> None:
+    beats = [beat(0, "hung", "node1", 61), beat(1, "train", "node2", 49),
+             beat(2, "train", "node3", 55, job="6")]
+    stopped = stopped_ranks(beats, "7")
+    assert stopped is not None and stopped.nodes == ("node2",) and stopped.step == 49
+    assert hung(beats, "7") and not hung(beats, "6")
+    assert stopped_ranks([beat(0, "done", "node1", 9)], "7") is None
+
+
+def test_key_value_lines_keep_a_value_with_equals_signs() -> None:
+    assert kv("use=node1,node3\nwhy=a=b\nnoise\n") == {"use": "node1,node3", "why": "a=b"}
+
+
+def test_slurm_requeues_a_preempted_job_itself_from_24_11_on() -> None:
+    job = "JobId=5 Partition=low PreemptTime=2026-11-26T16:00:00 ExcNodeList=(null)"
+    part = "PartitionName=low PreemptMode=REQUEUE GraceTime=20"
+    assert release("slurm-wlm 24.11.5") == (24, 11) and release("slurm 26.05.0") == (26, 5)
+    assert slurm_requeues_preemption(job, part, (24, 11)) and slurm_requeues_preemption(job, part, (26, 5))
+    assert not slurm_requeues_preemption(job, part, (22, 5))                  # 22.05: ours
+    assert not slurm_requeues_preemption(job.replace("PreemptTime=2026-11-26T16:00:00", "PreemptTime=None"),
+                                         part, (26, 5))                       # not preempted
+    assert not slurm_requeues_preemption(job, "PartitionName=low PreemptMode=CANCEL", (26, 5))
+    assert not slurm_requeues_preemption(job, part, None)                     # unknown: ours

@@ -1,0 +1,153 @@
+"""Recovery on the real cluster (issue 22): a frozen rank with a spare node restarts the
+training inside the same job, on the other nodes, with no requeue, and it ends with an
+uninterrupted run's digest; without a spare the job requeues with the frozen rank's node in
+ExcNodeList and the next run avoids it; a requeue's exclusion holds on every release."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import wait_for
+from tests.trainguard.support import (
+    PYTHON,
+    REQUEUE_SCRIPT,
+    TORCHRUN_SCRIPT,
+    Cluster,
+    read_steps,
+    wait_for_step,
+)
+from tests.trainguard.test_hang_slurm import HANG_ENV, TRAIN, heartbeat
+from tests.trainguard.test_slurm_torchrun import NODES, PER_NODE, STEPS, four_rank_reference  # noqa: F401 - a fixture
+
+pytestmark = pytest.mark.slurm
+DIGEST = re.compile(r"^digest ([0-9a-f]{64})$", re.MULTILINE)
+
+
+def hostnames(hostlist: str) -> list[str]:
+    return subprocess.run(["scontrol", "show", "hostnames", hostlist], capture_output=True, text=True,
+                          check=True).stdout.split()
+
+
+def reference(cluster: Cluster, tmp_path: Path, env: dict[str, str]) -> tuple[str, Path]:
+    """The uninterrupted run, two ranks on the third node, at the same time."""
+    out = tmp_path / "ref.log"
+    job = cluster.sbatch(REQUEUE_SCRIPT, *TRAIN, sbatch_args=("-p", "cpu", "-n", "2", "-o", str(out)),
+                         env={**env, "RUN_DIR": str(tmp_path / "ref")})
+    return job, out
+
+
+def digests(log: str) -> set[str]:
+    return set(DIGEST.findall(log))
+
+
+@pytest.mark.timeout(300)
+def test_with_a_spare_a_frozen_rank_restarts_in_the_same_job_on_the_other_nodes_identical(
+        cluster: Cluster, tmp_path: Path) -> None:
+    run, steps, out = tmp_path / "run", tmp_path / "steps", tmp_path / "out.log"
+    env = {"RUN_DIR": str(run), "TRAIN_LAUNCH": "srun", "MASTER_ADDR": "127.0.0.1", "TRAIN_NODES": "2",
+           **HANG_ENV}
+    ref, ref_out = reference(cluster, tmp_path, env)
+    job = cluster.sbatch(REQUEUE_SCRIPT, *TRAIN, "--step-log", str(steps), env=env,
+                         sbatch_args=("-p", "spare", "-N", "3", "--ntasks-per-node=1", "-o", str(out)))
+    wait_for_step(steps, 60)
+    frozen = heartbeat(run, 1, job)
+    first_set = re.search(r"training step on (\S+) \(in-place restart 0\)", out.read_text())
+    assert first_set, out.read_text()[-2000:]
+    os.kill(frozen.pid, signal.SIGSTOP)         # rank 1 freezes; rank 0 reports the hang
+    cluster.wait_state(job, ("COMPLETED", "FAILED", "CANCELLED"), timeout=200)
+    log = out.read_text()
+    restarted = re.search(r"restarting in place on (\S+)", log)
+    assert restarted, log[-4000:]
+    nodes = hostnames(restarted.group(1))
+    assert frozen.host not in nodes and len(nodes) == 2, (frozen.host, nodes)
+    assert "training step on" in log and "(in-place restart 1)" in log
+    assert re.search(rf"summary=.*{frozen.host}", log), log[-3000:]
+    # The same job, never requeued: Slurm's restart count did not move.
+    assert cluster.field(job, "Restarts") == "0" and cluster.state(job) == "COMPLETED", log[-3000:]
+    assert "requeueing" not in log.replace("not requeueing", "")
+    # trainguard counts the in-place restart itself, in the resumed step's log.
+    assert re.search(r"in-place restart 1 of job \d+", log), log[-3000:]
+    cluster.wait_state(ref, ("COMPLETED",), timeout=60)
+    expected = digests(ref_out.read_text())
+    assert len(expected) == 1 and digests(log) == expected
+    assert read_steps(steps)[-1] == int(TRAIN[1]) - 1
+
+
+@pytest.mark.timeout(300)
+def test_without_a_spare_the_job_requeues_excluding_the_frozen_ranks_node_and_avoids_it(
+        cluster: Cluster, tmp_path: Path) -> None:
+    run, steps, out = tmp_path / "run", tmp_path / "steps", tmp_path / "out.log"
+    env = {"RUN_DIR": str(run), "TRAIN_LAUNCH": "srun", "MASTER_ADDR": "127.0.0.1", **HANG_ENV}
+    # Two nodes of the three-node partition: excluding one still leaves enough to run on.
+    job = cluster.sbatch(REQUEUE_SCRIPT, *TRAIN, "--step-log", str(steps), env=env,
+                         sbatch_args=("-p", "spare", "-N", "2", "--ntasks-per-node=1", "-o", str(out)))
+    wait_for_step(steps, 60)
+    frozen = heartbeat(run, 1, job)
+    os.kill(frozen.pid, signal.SIGSTOP)
+    wait_for(lambda: cluster.field(job, "Restarts") == "1", 120, 0.25, f"job {job} requeued")
+    assert frozen.host in hostnames(cluster.field(job, "ExcNodeList")), cluster.field(job, "ExcNodeList")
+    cluster.release_when_requeued(job, 1)
+    cluster.wait_state(job, ("COMPLETED", "FAILED"), timeout=150)
+    log = out.read_text()
+    assert re.search(rf"requeueing, excluding {frozen.host}", log), log[-3000:]
+    assert frozen.host not in hostnames(cluster.field(job, "NodeList")), log[-3000:]
+    assert cluster.state(job) == "COMPLETED" and len(digests(log)) == 1
+
+
+PROBE = """#!/bin/bash
+#SBATCH --requeue
+#SBATCH --open-mode=append
+echo "run ${SLURM_RESTART_COUNT:-0} on $SLURMD_NODENAME"
+if [ "${SLURM_RESTART_COUNT:-0}" = 0 ]; then
+  trap '' TERM
+  "$PROBE_PYTHON" -m trainguard.requeue --job "$SLURM_JOB_ID" --exclude "$SLURMD_NODENAME"
+  echo "after the requeue: exit $?"
+fi
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_requeue_sets_the_exclusion_once_pending_and_the_next_run_avoids_the_node(
+        cluster: Cluster, tmp_path: Path) -> None:
+    script, out = tmp_path / "probe.sh", tmp_path / "probe.log"
+    script.write_text(PROBE)
+    job = cluster.sbatch(script, sbatch_args=("-p", "spare", "-N", "1", "-o", str(out)),
+                         env={"PROBE_PYTHON": PYTHON})
+    cluster.release_when_requeued(job, 1)
+    cluster.wait_state(job, ("COMPLETED",), timeout=60)
+    log = out.read_text()
+    runs = re.findall(r"^run (\d) on (\S+)$", log, re.MULTILINE)
+    assert [r for r, _ in runs] == ["0", "1"], log
+    first, second = runs[0][1], runs[1][1]
+    assert f"excluded={first}" in log and f"why=requeued, excluding {first}" in log, log
+    assert second != first and hostnames(cluster.field(job, "ExcNodeList")) == [first]
+
+
+@pytest.mark.timeout(400)
+def test_torchrun_with_a_spare_restarts_in_place_after_a_frozen_worker_identical(
+        cluster: Cluster, tmp_path: Path,
+        four_rank_reference: subprocess.Popen[str]) -> None:  # noqa: F811 - the fixture imported above, by name
+    run, steps, out = tmp_path / "run", tmp_path / "steps", tmp_path / "out.log"
+    job = cluster.sbatch(TORCHRUN_SCRIPT, "--steps", str(STEPS), "--step-sleep", "0.03", "--save-every", "25",
+                         "--step-log", str(steps),
+                         sbatch_args=("-p", "spare", "-N", "3", "-c", str(PER_NODE), "-o", str(out)),
+                         env={"RUN_DIR": str(run), "NPROC_PER_NODE": str(PER_NODE), "TRAIN_NODES": "2",
+                              **HANG_ENV})
+    wait_for_step(steps, 60, timeout=120)
+    frozen = heartbeat(run, 2, job)              # a worker of the second node
+    os.kill(frozen.pid, signal.SIGSTOP)
+    cluster.wait_state(job, ("COMPLETED", "FAILED", "CANCELLED"), timeout=300)
+    log = out.read_text()
+    restarted = re.search(r"restarting in place on (\S+)", log)
+    assert restarted, log[-4000:]
+    assert frozen.host not in hostnames(restarted.group(1)), (frozen.host, restarted.group(1))
+    assert cluster.field(job, "Restarts") == "0" and cluster.state(job) == "COMPLETED", log[-3000:]
+    assert len(re.findall(r"in-place restart 1 of job \d+", log)) == NODES * PER_NODE, log[-3000:]
+    reference, err = four_rank_reference.communicate(timeout=120)
+    assert four_rank_reference.returncode == 0, err[-3000:]
+    assert len(digests(reference)) == 1 and digests(log) == digests(reference)

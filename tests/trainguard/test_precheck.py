@@ -1,0 +1,84 @@
+"""The check before a restart (trainguard.precheck): each check fails for the right reason
+(run as the unprivileged test user: a read-only folder is refused by the kernel, not
+skipped by root), and on the cluster a node whose scratch fails becomes a suspect and the
+training restarts in place without it."""
+from __future__ import annotations
+
+import os
+import re
+import stat
+from pathlib import Path
+
+import pytest
+
+from tests.trainguard.support import REQUEUE_SCRIPT, TRAIN_TINY, Cluster, wait_for_step
+from tests.trainguard.test_hang_slurm import HANG_ENV
+from trainguard.precheck import check_accelerator, check_folder, check_scratch, check_space
+
+
+def test_scratch_that_cannot_be_written_fails_and_a_working_one_passes(tmp_path: Path) -> None:
+    assert check_scratch(tmp_path) is None
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    if os.geteuid() == 0:
+        pytest.skip("root writes into a 0500 folder: run as the test user (tests/suite.py)")
+    failed = check_scratch(locked)
+    assert failed is not None and failed.what == "scratch" and "Permission denied" in failed.why
+
+
+def test_free_space_below_the_newest_checkpoints_size_fails(tmp_path: Path) -> None:
+    step = tmp_path / "step-00000009"
+    step.mkdir()
+    (step / "weights").write_bytes(b"x" * 1000)
+    assert check_space(tmp_path, lambda _: 10_000) is None
+    failed = check_space(tmp_path, lambda _: 1100)
+    assert failed is not None and "1100 bytes free" in failed.why and "about 1200" in failed.why
+
+
+def test_a_permission_problem_of_the_checkpoint_folder_is_the_runs_not_the_nodes(tmp_path: Path) -> None:
+    assert check_folder(tmp_path / "new") is None and (tmp_path / "new").is_dir()
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    # The same on every node: left to the save check at resume (exit 4), never a suspect.
+    assert check_folder(locked) is None
+
+
+def test_a_gpu_named_by_the_job_but_missing_on_the_node_fails() -> None:
+    present = {"/dev/nvidiactl", "/dev/nvidia0"}
+    assert check_accelerator({}, present.__contains__) is None
+    assert check_accelerator({"CUDA_VISIBLE_DEVICES": "0"}, present.__contains__) is None
+    failed = check_accelerator({"CUDA_VISIBLE_DEVICES": "0,1"}, present.__contains__)
+    assert failed is not None and "/dev/nvidia1 is missing" in failed.why
+
+
+WRAPPER = """import os, runpy, sys
+# Each node's own scratch folder, as $TMPDIR on a real cluster is node-local.
+os.environ["TMPDIR"] = os.path.join(os.environ["SCRATCH_BASE"], os.environ["SLURMD_NODENAME"])
+sys.argv[0] = {tiny!r}
+runpy.run_path({tiny!r}, run_name="__main__")
+"""
+
+
+@pytest.mark.slurm
+@pytest.mark.timeout(240)
+def test_a_node_whose_scratch_fails_is_a_suspect_and_the_run_restarts_without_it(
+        cluster: Cluster, tmp_path: Path) -> None:
+    run, steps, out, base = tmp_path / "run", tmp_path / "steps", tmp_path / "out.log", tmp_path / "scratch"
+    for node in ("node1", "node2", "node3"):
+        (base / node).mkdir(parents=True)
+    (base / "node2").chmod(stat.S_IRUSR | stat.S_IXUSR)      # node2's scratch refuses writes
+    wrapper = tmp_path / "wrapper.py"
+    wrapper.write_text(WRAPPER.format(tiny=str(TRAIN_TINY)))
+    env = {"RUN_DIR": str(run), "TRAIN_LAUNCH": "srun", "MASTER_ADDR": "127.0.0.1", "TRAIN_NODES": "2",
+           "TRAIN_SCRIPT": str(wrapper), "SCRATCH_BASE": str(base), **HANG_ENV}
+    job = cluster.sbatch(REQUEUE_SCRIPT, "--steps", "60", "--step-log", str(steps), env=env,
+                         sbatch_args=("-p", "spare", "-N", "3", "--ntasks-per-node=1", "-o", str(out)))
+    cluster.wait_state(job, ("COMPLETED", "FAILED", "CANCELLED"), timeout=200)
+    log = out.read_text()
+    assert re.search(r"node node2 failed the check before the start: scratch: .*node2 does not work", log), \
+        log[-3000:]
+    restarted = re.search(r"restarting in place on (\S+)", log)
+    assert restarted and "node2" not in restarted.group(1), log[-3000:]
+    assert cluster.state(job) == "COMPLETED" and cluster.field(job, "Restarts") == "0", log[-3000:]
+    wait_for_step(steps, 59, timeout=5)

@@ -1,0 +1,278 @@
+"""Restart inside the allocation: what the batch script templates do after a training step
+ended (docs/recovery.md).
+
+    python -m trainguard.inplace start --allocation NL --need K ...   # the first node set
+    python -m trainguard.inplace after --rc RC ...                    # relaunch, requeue or exit
+    python -m trainguard.inplace reap --job J --pid SRUN --exit-file F  # end a step left behind
+
+`start` and `after` print `key=value` lines (action, code, use, exclude, restart, summary);
+the templates read them with `while IFS='=' read -r k v`, never eval. What they say in words
+goes to stderr, i.e. the job's log.
+
+After a fault (a hang, or a rank that died, while the batch shell received no stop signal),
+the ranks that neither reported the hang nor finished are suspects: their nodes are noted in
+the run's record (`python -m trainguard.recovery`, its owner), and the training restarts in a
+new job step on the allocation's other nodes, from the newest checkpoint, with no requeue.
+When no healthy spare is left, or after `--max` in-place restarts, it falls back to a requeue
+that excludes the suspects; a restart storm ends the chain with `trainguard.restarts`' code.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainguard.causes import EXIT_REQUEUE
+from trainguard.heartbeat import Heartbeat, read_heartbeats
+from trainguard.precheck import EXIT_PRECHECK
+from trainguard.step_end import end_step, job_steps
+
+# A trainguard code that is an answer, not a fault: done (0), an exception (1: the same code
+# would raise again), no progress (3), cannot save (4), NaN loss (5), a storm (6), scancel (143).
+ANSWERS = (0, 1, 3, 4, 5, 6, 143)
+Recovery = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
+
+
+@dataclass(frozen=True)
+class Failure:
+    cause: str                   # trainguard.suspects' cause: "hang" or "rank_died"
+    nodes: tuple[str, ...]       # the nodes of the ranks that stopped (frozen or dead)
+    step: int                    # the lowest step those ranks reached
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: str                  # "relaunch" | "requeue" | "exit" | "" (not a fault: as before)
+    code: int = 0
+    use: str = ""
+    exclude: str = ""
+    restart: int = 0
+    summary: str = ""
+
+    def lines(self) -> str:
+        return "".join(f"{k}={v}\n" for k, v in (("action", self.action), ("code", self.code),
+                       ("use", self.use), ("exclude", self.exclude), ("restart", self.restart),
+                       ("summary", self.summary)))
+
+
+def fault_cause(rc: int, why: str, signalled: bool) -> str | None:
+    """"hang" or "rank_died" when the step ended by a fault; None for an answer (done, a
+    requeue the batch shell was asked for, an exception...)."""
+    if signalled:
+        return None         # a time limit, a preemption, a scancel: the queue's business
+    if rc == EXIT_PRECHECK:
+        return "precheck"   # the failing rank recorded its node itself
+    if rc == EXIT_REQUEUE:
+        return "hang" if why.startswith("hung") else None
+    # A rank killed by a signal (srun says 128 + the signal): a dead rank. A code below 128
+    # is the training's own answer (a usage error, an import error): the same on any node,
+    # a restart would only repeat it.
+    return "rank_died" if rc > 128 and rc not in ANSWERS else None
+
+
+def stopped_ranks(beats: Sequence[Heartbeat], job: str) -> Failure | None:
+    """The ranks of `job` that neither reported a hang nor finished: frozen or dead."""
+    mine = [b for b in beats if b.job_id == job]
+    gone = [b for b in mine if b.phase not in ("hung", "done")]
+    if not gone:
+        return None
+    nodes = tuple(sorted({b.host for b in gone if b.host}))
+    return Failure("", nodes, min(b.step for b in gone))
+
+
+def hung(beats: Sequence[Heartbeat], job: str) -> bool:
+    return any(b.job_id == job and b.phase == "hung" for b in beats)
+
+
+def kv(text: str) -> dict[str, str]:
+    """`key=value` lines (later keys win; lines without "=" are left out)."""
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+def recovery_cli(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "trainguard.recovery", *argv], capture_output=True,
+                          text=True, timeout=120, check=False)
+
+
+def say(text: str) -> None:
+    print(f"{time.strftime('%F %T')} trainguard.inplace[{os.environ.get('SLURM_JOB_ID', '')}]: {text}",
+          file=sys.stderr, flush=True)
+
+
+def _ask(recovery: Recovery, argv: Sequence[str]) -> tuple[int, dict[str, str], str]:
+    done = recovery(argv)
+    if done.stderr.strip():
+        say(done.stderr.strip())
+    return done.returncode, kv(done.stdout), done.stdout
+
+
+def newest_checkpoint(root: Path | None) -> int:
+    if root is None:
+        return -1
+    try:
+        from trainguard.checkpoint import Checkpoints
+        latest = Checkpoints(root).latest()
+    except Exception as exc:  # noqa: BLE001 - a step for the record only; never block the restart
+        say(f"cannot read the checkpoints in {root}: {exc}")
+        return -1
+    return latest.step if latest is not None else -1
+
+
+@dataclass(frozen=True)
+class Situation:
+    run_dir: Path
+    job: str
+    allocation: str              # a Slurm host list: the whole allocation
+    need: int                    # nodes the training uses
+    job_nodes: int               # nodes the job asked for (the requeue's need)
+    partition: str
+    restart: int                 # in-place restarts so far
+    limit: int                   # at most this many in place, then requeue
+
+
+def decide(s: Situation, failure: Failure, checkpoint: int, recovery: Recovery) -> Decision:
+    """Note the suspects, choose in place or requeue, record the restart (a storm ends it)."""
+    run = ("--run-dir", str(s.run_dir), "--job", s.job)
+    if failure.nodes:
+        _ask(recovery, ["note", *run, "--cause", failure.cause, "--nodes", ",".join(failure.nodes),
+                        "--step", str(failure.step)])
+    kind, use, exclude = "requeue", "", ""
+    if s.restart < s.limit:
+        _, plan, _ = _ask(recovery, ["plan", *run, "--allocation", s.allocation, "--need", str(s.need)])
+        say(f"in-place plan: {plan.get('why', 'no answer')}")
+        if plan.get("enough") == "yes" and plan.get("use"):
+            kind, use = "inplace", plan["use"]
+    else:
+        say(f"{s.restart} in-place restarts already (TRAINGUARD_INPLACE_MAX={s.limit}): requeueing")
+    if kind == "requeue":
+        _, ex, _ = _ask(recovery, ["exclude", *run, "--partition", s.partition, "--need", str(s.job_nodes)])
+        exclude = ex.get("exclude", "")
+        say(f"requeue: {ex.get('why', 'no answer')}")
+    code, told, raw = _ask(recovery, ["restart", *run, "--kind", kind, "--cause", failure.cause,
+                                      "--node", ",".join(failure.nodes), "--step", str(checkpoint)])
+    summary = told.get("summary", "")
+    if code != 0:
+        for line in raw.splitlines():
+            if line.startswith(("storm=", "history=")):
+                say(line.split("=", 1)[1])
+        return Decision("exit", code, summary=summary)
+    if kind == "inplace":
+        return Decision("relaunch", 0, use, "", s.restart + 1, summary)
+    return Decision("requeue", EXIT_REQUEUE, "", exclude, s.restart, summary)
+
+
+def forget_step_heartbeats(folder: Path | None, job: str) -> None:
+    # The old step's rank files would make its frozen rank look frozen in the new step too.
+    if folder is None:
+        return
+    for beat in read_heartbeats(folder):
+        if beat.job_id == job:
+            try:
+                (folder / f"rank-{beat.rank}.json").unlink(missing_ok=True)
+            except OSError as exc:
+                say(f"cannot remove the old heartbeat of rank {beat.rank}: {exc}")
+
+
+def _after(args: argparse.Namespace) -> int:
+    beats = Path(args.heartbeats) if args.heartbeats else None
+    seen = read_heartbeats(beats) if beats else []
+    cause = fault_cause(args.rc, args.why, args.signalled == "1")
+    if cause is None and args.rc not in (0, 143) and args.signalled == "0" and hung(seen, args.job):
+        # A rank that ended for the hang broke a peer's collective, and that peer's code
+        # (1, an exception) reached us first: still the hang.
+        cause = "hang"
+    if cause is None:
+        sys.stdout.write(Decision("").lines())
+        return 0
+    stopped = stopped_ranks(seen, args.job) if beats and cause != "precheck" else None
+    failure = Failure(cause, stopped.nodes if stopped else (), stopped.step if stopped else -1)
+    say(f"the training step ended by a fault ({cause}, exit {args.rc}); stopped rank(s) on "
+        f"{','.join(failure.nodes) or 'no node named by a heartbeat'}")
+    situation = Situation(Path(args.run_dir), args.job, args.allocation, args.need, args.job_nodes,
+                          args.partition, args.restart, args.max)
+    checkpoint = newest_checkpoint(Path(args.checkpoints) if args.checkpoints else None)
+    decision = decide(situation, failure, checkpoint, recovery_cli)
+    if decision.action == "relaunch":
+        forget_step_heartbeats(beats, args.job)
+    sys.stdout.write(decision.lines())
+    return 0
+
+
+def _start(args: argparse.Namespace) -> int:
+    run = ("--run-dir", args.run_dir, "--job", args.job)
+    _, plan, _ = _ask(recovery_cli, ["plan", *run, "--allocation", args.allocation, "--need", str(args.need)])
+    say(f"first node set: {plan.get('use', '') or 'the whole allocation'} ({plan.get('why', 'no answer')})")
+    if plan.get("enough") == "yes" and plan.get("use"):
+        sys.stdout.write(Decision("relaunch", use=plan["use"]).lines())
+    else:
+        sys.stdout.write(Decision("requeue" if plan.get("enough") == "no" else "",
+                                  exclude=plan.get("exclude", "")).lines())
+    return 0
+
+
+def _reap(args: argparse.Namespace) -> int:
+    """Rank 0 wrote its exit code and the step still runs after `grace`: a frozen peer whose
+    `scancel --signal=KILL` was lost. End it again, until Slurm shows it gone."""
+    exit_file, started = Path(args.exit_file), None
+    while _alive(args.pid):
+        if started is None and exit_file.exists():
+            started = time.monotonic()
+        if started is not None and time.monotonic() - started >= args.grace:
+            for step in job_steps(args.job):
+                say(f"rank 0 exited {args.grace:g} s ago and step {step} still runs: ending it")
+                say(end_step(step))
+            started = time.monotonic()
+        time.sleep(0.5)
+    return 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m trainguard.inplace", description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(required=True, metavar="command")
+    start, after, reap = (sub.add_parser(n) for n in ("start", "after", "reap"))
+    for s in (start, after):
+        s.add_argument("--run-dir", required=True)
+        s.add_argument("--job", required=True)
+        s.add_argument("--allocation", required=True, help="$SLURM_JOB_NODELIST")
+        s.add_argument("--need", type=int, required=True, help="nodes the training uses")
+    after.add_argument("--rc", type=int, required=True)
+    after.add_argument("--why", default="", help="the exit file's second line")
+    after.add_argument("--signalled", choices=("0", "1"), default="0")
+    after.add_argument("--job-nodes", type=int, required=True)
+    after.add_argument("--partition", required=True)
+    after.add_argument("--restart", type=int, default=0)
+    after.add_argument("--max", type=int, default=3)
+    after.add_argument("--heartbeats", default="")
+    after.add_argument("--checkpoints", default="")
+    reap.add_argument("--job", required=True)
+    reap.add_argument("--pid", type=int, required=True)
+    reap.add_argument("--exit-file", required=True)
+    reap.add_argument("--grace", type=float, default=20.0)
+    start.set_defaults(run=_start)
+    after.set_defaults(run=_after)
+    reap.set_defaults(run=_reap)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    return int(args.run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
