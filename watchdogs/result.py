@@ -78,6 +78,10 @@ class JobLook:
     """The running job's start: the same job with a new start was requeued in between."""
     reason: str = ""
     """Why it waits (squeue's reason) or, once gone, how it ended."""
+    requeue_cause: str = ""
+    """How accounting recorded the run that was requeued since the last look (PREEMPTED,
+    NODE_FAIL, TIMEOUT...; "" when none): a preempted job waits with reason BeginTime like
+    any requeue, only accounting tells preemption."""
 
 
 @dataclass(frozen=True)

@@ -88,3 +88,11 @@ def test_a_state_folder_not_created_yet_is_probed_in_its_parent_without_leaving_
     assert "not created yet; probed in" in found["state"].summary
     assert found["locks"].facts["lock_kind"] == "works"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mountinfo"]
+
+
+def test_nfs_with_local_lock_flock_is_a_warning_naming_the_option_to_drop(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    found = findings_for(tmp_path, monkeypatch, "nfs4", "filer:/home", "rw,vers=4.2,local_lock=flock")
+    assert found["locks"].status == Status.WARNING and found["locks"].facts["lock_scope"] == "this node only"
+    assert "locks hold on one host only (nfs4 mounted with local_lock=flock)" in found["locks"].summary
+    assert f"mount {tmp_path} without local_lock=flock" in found["locks"].fix

@@ -174,13 +174,16 @@ class JobCheck(Check):
             self.ended_job_ids(ctx)
             self.accounting_window(ctx)
         rows = self._rows(ctx)
-        said = self._notices(ctx, rows)
+        causes = lifecycle.requeue_causes(self, ctx, rows)
+        said = self._notices(ctx, rows, causes)
         last = (ctx.store.kv_get(MEMORY, self.name, {}).get("job_ids") or [None])[-1]
         lifecycle.remember(self, ctx, verdict, rows)
         result = (self._gone(ctx, rows) if verdict.kind == GONE else
                   CheckResult(verdict.status, verdict.summary, verdict.details, verdict.metrics,
                               verdict.context, verdict.fingerprint))
-        result = dataclasses.replace(result, look=_look(verdict, last, result.summary))
+        look = _look(verdict, last, result.summary)
+        result = dataclasses.replace(result, look=dataclasses.replace(
+            look, requeue_cause=causes.get(look.job_id or "", "")))
         if not said:
             return result
         # The lifecycle's own `ended` notice already tells a completion.
@@ -211,11 +214,11 @@ class JobCheck(Check):
 
     # -- lifecycle notices (watchdogs.checks.joblifecycle) --------------------------------
 
-    def _notices(self, ctx: TickContext, rows: list[JobRow]) -> list[Notice]:
+    def _notices(self, ctx: TickContext, rows: list[JobRow], causes: dict[str, str]) -> list[Notice]:
         from watchdogs.checks.joblifecycle import lifecycle_notices
         from watchdogs.checks.recovery import notices
 
-        return [*lifecycle_notices(self, ctx, rows), *notices(self, ctx, rows)]
+        return [*lifecycle_notices(self, ctx, rows, causes), *notices(self, ctx, rows)]
 
     # -- the job is gone: why, and what to do (watchdogs.checks.jobgone) ------------------
 

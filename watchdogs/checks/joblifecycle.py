@@ -27,9 +27,37 @@ if TYPE_CHECKING:
     from watchdogs.slurmctl.squeue import JobRow
 
 
-def lifecycle_notices(check: JobCheck, ctx: TickContext, rows: list[JobRow]) -> list[Notice]:
+def requeue_causes(check: JobCheck, ctx: TickContext, rows: list[JobRow]) -> dict[str, str]:
+    """Alive job id -> the state accounting recorded for its run that ended since the last
+    look (PREEMPTED, NODE_FAIL...), from the tick's one sacct; asked only by a check whose
+    `notices` include requeued (it reads accounting anyway). {} when accounting cannot say."""
+    if jobnotices.REQUEUED not in (check.opts.get("notices") or ()):
+        return {}
+    since = dict(ctx.store.kv_get(MEMORY, check.name, {})).get("looked_at")
+    if since is None:
+        return {}
+    try:
+        records = tick_answer(ctx).records
+    except SlurmError:
+        return {}
+    out = {}
+    for row in rows:
+        record = records.get(row.raw_id)
+        if record is None or not (row.running or row.queued):
+            continue
+        runs = [*zip(record.earlier, record.earlier_ends, strict=True), (record.state, record.end)]
+        ended = [state for state, end in runs if end is not None and end.timestamp() >= int(since)
+                 and state not in ("", "PENDING", "RUNNING", "REQUEUED")]
+        if ended:
+            out[row.raw_id] = ended[-1]
+    return out
+
+
+def lifecycle_notices(check: JobCheck, ctx: TickContext, rows: list[JobRow],
+                      causes: Mapping[str, str] | None = None) -> list[Notice]:
     """The lifecycle notices the check asks for (started, requeued, ended) since its last
-    look; an `ended` notice waits for accounting's final word (`pending_notices`)."""
+    look; an `ended` notice waits for accounting's final word (`pending_notices`).
+    `causes`: `requeue_causes`, to word a requeue ("was preempted")."""
     wanted = check.opts.get("notices") or ()
     memory = dict(ctx.store.kv_get(MEMORY, check.name, {}))
     if not wanted or "seen" not in memory:
@@ -39,7 +67,7 @@ def lifecycle_notices(check: JobCheck, ctx: TickContext, rows: list[JobRow]) -> 
         found = [*requeued_between(check, ctx, rows, memory, found), *found]
     said, waiting = jobnotices.notices(
         wanted, found, ctx.now, check.label(), memory.get("pending_notices", {}),
-        lambda job_id, row: final_ending(check, ctx, job_id, row))
+        lambda job_id, row: final_ending(check, ctx, job_id, row), causes or {})
     memory = dict(ctx.store.kv_get(MEMORY, check.name, {}))
     memory["pending_notices"] = waiting
     ctx.store.kv_put(MEMORY, check.name, memory)

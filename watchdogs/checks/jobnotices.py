@@ -42,9 +42,10 @@ def started(t: Transition, now: datetime) -> Notice:
     return Notice(text, kind=STARTED)
 
 
-def requeued(t: Transition, name: str) -> Notice:
+def requeued(t: Transition, name: str, cause: str = "") -> Notice:
+    """`cause`: how accounting recorded the run that was requeued (PREEMPTED...)."""
     row = t.row
-    text = f"{_who(row, t.job_id, name)} was requeued"
+    text = f"{_who(row, t.job_id, name)} {_requeue_words(cause)}"
     if t.ran_for:
         text += f" after running {humanize.duration(t.ran_for)}"
     if row is not None and row.queued and row.reason not in ("", "None"):
@@ -54,13 +55,21 @@ def requeued(t: Transition, name: str) -> Notice:
     return Notice(text, kind=REQUEUED)
 
 
+def _requeue_words(cause: str) -> str:
+    if cause == "PREEMPTED":
+        return "was preempted and requeued"
+    if cause == "NODE_FAIL":
+        return "was requeued after a node failure (NODE_FAIL)"
+    return f"was requeued (its run ended {cause})" if cause else "was requeued"
+
+
 def ended(ending: Ending) -> Notice:
     return Notice(ending.sentence(), (f"efficiency: {ending.efficiency()}",), ENDED)
 
 
 def notices(wanted: Sequence[str], found: Sequence[Transition], now: datetime, name: str,
-            pending: Mapping[str, float], explain: Callable[[str, JobRow | None], tuple[Ending, bool]]
-            ) -> tuple[list[Notice], dict[str, float]]:
+            pending: Mapping[str, float], explain: Callable[[str, JobRow | None], tuple[Ending, bool]],
+            causes: Mapping[str, str] | None = None) -> tuple[list[Notice], dict[str, float]]:
     """The notices of this look, and the `ended` ones still waiting for accounting
     (job ID -> when first seen ended). `explain(job_id, row)` gives (ending, final)."""
     out: list[Notice] = []
@@ -69,7 +78,8 @@ def notices(wanted: Sequence[str], found: Sequence[Transition], now: datetime, n
         if t.kind == ENDED:
             waiting.setdefault(t.job_id, now.timestamp())
         elif t.kind in wanted:
-            out.append(started(t, now) if t.kind == STARTED else requeued(t, name))
+            out.append(started(t, now) if t.kind == STARTED else
+                       requeued(t, name, (causes or {}).get(t.job_id, "")))
     rows: dict[str, JobRow | None] = {t.job_id: t.row for t in found if t.kind == ENDED}
     for job_id, since in sorted(waiting.items(), key=lambda kv: kv[1]):
         if ENDED not in wanted:

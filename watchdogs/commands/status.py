@@ -68,6 +68,7 @@ def _verdict(data: dict[str, Any]) -> tuple[int, str]:
     if sched["stale"]:
         worst = "CRITICAL"
     where = ("heartbeat STALE" if sched["stale"] else "stopped" if sched.get("stopped") else
+             "stopping" if sched.get("stopping") else
              "running" if sched["running"] else "not running")
     opened = sum(by.values())
     counts = ", ".join(f"{n} {k}" for k, n in sorted(by.items(), key=lambda kv: -_RANK.get(kv[0], 2)))
@@ -121,7 +122,7 @@ def render(data: dict[str, Any], stale_after: float) -> str:
     lines += _view_lines(data.get("view") or {})
     for name, reasons in sorted(data.get("disabled_channels", {}).items()):
         lines.append(f"channel    !!! {name} DISABLED (alerts for it go nowhere): {'; '.join(reasons)}")
-    if data["stop_file"] and not data["scheduler"].get("stopped"):
+    if data["stop_file"] and not data["scheduler"].get("stopped") and not data["scheduler"].get("stopping"):
         lines.append(f"stop file  {data['stop_file']} exists: the chain stays stopped "
                      "(`watchdogs start` removes it)")
     if data.get("alerts"):
@@ -173,6 +174,9 @@ def _scheduler_lines(s: dict[str, Any], now: float, stale_after: float) -> list[
         head = (f"scheduler  !!! HEARTBEAT STALE: last beat {ago(s['heartbeat_age'])} (limit "
                 f"{units.format_duration(stale_after)}): {where}{state} on {inst['host']} is NOT running. "
                 "See its log, `squeue`, then `watchdogs start`.")
+    elif s.get("stopping"):
+        head = (f"scheduler  STOPPING (`watchdogs stop`): {where}{state} on {inst['host']} ends at its next "
+                "tick; no successor and no run is coming (`watchdogs start` resumes the chain)")
     elif s["running"]:
         head = (f"scheduler  running: {where}{state} on {inst['host']} since {ago(now - inst['started'])}; "
                 f"heartbeat {ago(s['heartbeat_age'])}")

@@ -48,20 +48,37 @@ def gather(config: Config, store: StateStore | None, registry: Registry, now: fl
     except WatchdogsError as exc:
         jobs, slurm_error = {}, str(exc)
     scheduler = _scheduler(config, records.latest_instance() if records else None, jobs, slurm_error, now)
+    stopping = config.scheduler.stop_file.exists() and scheduler["running"]
+    if stopping and _ended_in_slurm(scheduler):
+        # `stop` cancelled it: Slurm lists it as COMPLETING, or no more, before the instance
+        # records its end; it is not running and nothing follows it
+        scheduler["running"], stopping = False, False
     stopped = config.scheduler.stop_file.exists() and not scheduler["running"]
-    scheduler["stopped"] = stopped
+    scheduler["stopped"], scheduler["stopping"] = stopped, stopping
     items, refused = all_items(config, registry, uid)
     rows = records.items() if records else {}
     listed = []
     for item in items.values():
         row = rows.get(item.id, {})
         listed.append(_item(item.id, item.kind, item.schedule.describe(), row, jobs,
-                            None if stopped else _next_run(item, row, scheduler["running"], now)))
+                            None if stopped or stopping else _next_run(item, row, scheduler["running"], now)))
     return {"now": now, "scheduler": scheduler, "items": sorted(listed, key=lambda i: i["item"]),
             "refused": [{"path": r.path, "reason": r.reason} for r in refused],
             "stop_file": str(config.scheduler.stop_file) if config.scheduler.stop_file.exists() else None,
             "logs": {"runs": str(config.scheduler.state_dir / RUNS_DIR),
                      "scheduler": str(config.scheduler.state_dir / "scheduler")}}
+
+
+_LIVE = ("PENDING", "RUNNING", "CONFIGURING")
+"""Slurm states of a chain job that may still run an item (COMPLETING is ending)."""
+
+
+def _ended_in_slurm(scheduler: dict[str, Any]) -> bool:
+    """Slurm answered and no longer runs the instance's job (a pid instance, or no answer from
+    Slurm, stays as recorded: no guess)."""
+    instance = scheduler["instance"] or {}
+    answered = not scheduler["slurm_error"]
+    return bool(instance.get("job_id")) and answered and scheduler["job_state"] not in _LIVE
 
 
 def _has(store: StateStore, table: str) -> bool:

@@ -21,8 +21,15 @@ PREEMPTED = "preempted"
 """A requeue whose reason names preemption (Slurm's pending reason or end state)."""
 
 
-def _kind_of_requeue(reason: str) -> str:
-    return PREEMPTED if "preempt" in reason.lower() else REQUEUED
+def _kind_of_requeue(reason: str, cause: str = "") -> str:
+    """`cause`: accounting's state of the requeued run (JobLook.requeue_cause)."""
+    return PREEMPTED if cause == "PREEMPTED" or "preempt" in reason.lower() else REQUEUED
+
+
+def _cause_text(cause: str, job_id: str | None, fallback: str) -> str:
+    if cause == "PREEMPTED":
+        return f"preempted (job {job_id})"
+    return f"{fallback}; its run ended {cause}" if cause else fallback
 
 
 def events_between(item: str, t: float, before: JobLook | None, now: JobLook,
@@ -39,16 +46,20 @@ def events_between(item: str, t: float, before: JobLook | None, now: JobLook,
     if now.phase == "running":
         restarted = (same and was == "running" and before is not None and before.start is not None
                      and now.start is not None and before.start != now.start)
+        cause = now.requeue_cause
         if restarted:
-            add(REQUEUED, "requeued and started again between two looks")
+            add(_kind_of_requeue("", cause),
+                _cause_text(cause, now.job_id, "requeued and started again between two looks"))
         elif told_requeue and was == "running":
-            add(_kind_of_requeue(told_requeue), told_requeue)
+            add(_kind_of_requeue(told_requeue, cause), _cause_text(cause, now.job_id, told_requeue))
         if was != "running" or restarted or (told_requeue and was == "running"):
             add("running")
     elif now.phase == "queued":
         if same and was == "running":
             waits = now.reason not in ("", "None")
-            add(_kind_of_requeue(now.reason), f"waiting again ({now.reason})" if waits else "waiting again")
+            again = f"waiting again ({now.reason})" if waits else "waiting again"
+            cause = now.requeue_cause
+            add(_kind_of_requeue(now.reason, cause), _cause_text(cause, now.job_id, again))
         elif was != "queued":
             add("queued", now.reason)
     elif now.phase == "gone":

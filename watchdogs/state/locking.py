@@ -4,7 +4,8 @@
   Linux client sends flock as an NFS lock the server holds for every client), GPFS, CephFS,
   and Lustre mounted with `-o flock`.
 - LOCAL: the lock is kept by this node only: FUSE filesystems (sshfs), Lustre with
-  `-o localflock`, and network filesystems we do not know. Two processes on two hosts can
+  `-o localflock`, NFS with `-o local_lock=flock` or `local_lock=all` (the client then keeps
+  flock to itself, nfs(5)), and network filesystems we do not know. Two processes on two hosts can
   both "hold" it.
 - NONE: flock fails (ENOSYS on Lustre without `-o flock`, ENOLCK): nothing is locked.
 
@@ -32,6 +33,8 @@ class LockSupport:
     fstype: str
     mount: str
     note: str
+    option: str = ""
+    """The mount option that makes the lock local (`local_lock=flock`), "" when none does."""
 
     @property
     def across_hosts(self) -> bool:
@@ -63,9 +66,19 @@ def classify(fstype: str, options: str) -> str:
     opts = set(options.split(","))
     if fstype == "lustre":
         return WORKS if "flock" in opts else LOCAL if "localflock" in opts else NONE
+    if local_option(fstype, options):
+        return LOCAL
     if fstype in _CLUSTER_FS or fstype in _LOCAL_FS:
         return WORKS
     return LOCAL  # fuse.sshfs and every filesystem we cannot vouch for
+
+
+def local_option(fstype: str, options: str) -> str:
+    """The NFS option that keeps flock on this client (nfs(5): `local_lock=flock|all`), or "".
+    `local_lock=posix` leaves flock to the server, so it does not count."""
+    if not fstype.startswith("nfs"):
+        return ""
+    return next((o for o in options.split(",") if o in ("local_lock=flock", "local_lock=all")), "")
 
 
 def probe(state_dir: Path, mountinfo: str | None = None) -> LockSupport:
@@ -83,14 +96,16 @@ def probe(state_dir: Path, mountinfo: str | None = None) -> LockSupport:
         if exc.errno in (errno.ENOLCK, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
             kind = NONE
         # EWOULDBLOCK: someone probes at the same moment; a lock that blocks is a lock
-    return LockSupport(kind, fstype, point, _note(kind, fstype))
+    option = local_option(fstype, options) if kind == LOCAL else ""
+    return LockSupport(kind, fstype, point, _note(kind, fstype, option), option)
 
 
-def _note(kind: str, fstype: str) -> str:
+def _note(kind: str, fstype: str, option: str = "") -> str:
     if kind == WORKS:
         return f"locks work across hosts ({fstype})"
     if kind == LOCAL:
-        return (f"locks hold on one host only ({fstype}): a `watchdogs run --once` on another host can run "
+        fs = f"{fstype} mounted with {option}" if option else fstype
+        return (f"locks hold on one host only ({fs}): a `watchdogs run --once` on another host can run "
                 "an item while the chain runs it; changes from other hosts go through the chain")
     return (f"no locks ({fstype}: flock fails): a `watchdogs run --once` beside the chain can run an "
             "item twice; changes from other hosts go through the chain")

@@ -208,10 +208,12 @@ def _lock_finding(support: locking.LockSupport, network: bool, posix: str, folde
                        "alerting goes on without the lock (Slurm's singleton keeps one chain); on "
                        "Lustre ask for the `flock` mount option", facts)
     if support.kind == locking.LOCAL:
+        remount = (f"ask the admins to mount {support.mount} without {support.option} (nfs(5)); until then "
+                   if support.option else "")
         return Finding("locks", Status.WARNING, support.note,
-                       "a second instance on another host would not be kept out by the lock; Slurm's "
-                       "singleton dependency is what keeps one chain; keep `run --once` to the chain's "
-                       "host", facts)
+                       remount + "a second instance on another host would not be kept out by the lock; "
+                       "Slurm's singleton dependency is what keeps one chain; keep `run --once` to the "
+                       "chain's host", facts)
     scope = f"across hosts ({support.fstype})" if network else \
         f"({support.fstype}, a local filesystem: one kernel holds every lock)"
     return Finding("locks", Status.OK, f"flock works {scope}; POSIX locks: {posix}", facts=facts)
