@@ -307,7 +307,9 @@ def test_a_time_limit_with_a_fresh_checkpoint_is_resubmitted(ended: Ended, tmp_p
     checkpoints, beats = tmp_path / "ckpt", tmp_path / "beats"
     (checkpoints / "step-00000042").mkdir(parents=True)
     # The module's other tests may outlast the job's 1-minute limit: running or already ended.
-    wait_for(lambda: job_state(job) in ("RUNNING", "COMPLETING", "TIMEOUT"), what="time-limited job started")
+    # It may wait for a node while the module's other jobs run (three suites share two cores in CI).
+    wait_for(lambda: job_state(job) in ("RUNNING", "COMPLETING", "TIMEOUT"), timeout=180, interval=1.0,
+             what="time-limited job started")
     started = datetime.fromisoformat(re.search(r"StartTime=(\S+)", sh("scontrol", "show", "job", job))[1])
     marker = checkpoints / "step-00000042" / "COMPLETE.json"
     marker.write_text('{"step": 42}')

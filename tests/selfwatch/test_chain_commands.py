@@ -46,6 +46,12 @@ def test_stop_with_an_unreadable_config_finds_the_chain_from_its_record(chain_si
     started = site.watchdogs("start")
     assert started.returncode == 0, started.stderr
     first = wait_for(lambda: running(site.job_name), timeout=30, what="the first instance")
+    # Break the config only once the instance has read it: an instance that starts on a
+    # broken config ends at once (by design), and on a loaded machine Slurm's RUNNING comes
+    # seconds before the instance's own start (it failed so on 24.11 in CI).
+    out = site.state / "scheduler" / f"{site.job_name}-{first}.out"
+    wait_for(lambda: out.exists() and "scheduling " in out.read_text(), timeout=60,
+             what=f"instance {first} read its config")
     break_toml(site)
     stopped = site.watchdogs("stop")
     assert stopped.returncode == 0, stopped.stderr
