@@ -125,12 +125,6 @@ def query_kill_wait(timeout: float = QUERY_TIMEOUT_S) -> float:
     return float(m.group(1)) if m else DEFAULT_KILL_WAIT_S
 
 
-def request_requeue(job_id: str, timeout: float = QUERY_TIMEOUT_S) -> None:
-    """`scontrol requeue ID`: for trainings run without the batch script template, which
-    otherwise does this itself when the training exits with 140."""
-    run_slurm(["scontrol", "requeue", job_id], timeout=timeout)
-
-
 def format_epoch(value: float | None) -> str:
     if value is None:
         return "unknown"
