@@ -12,7 +12,9 @@ last line printed is `digest <sha256 of the final weights>`.
 Guard settings come from TRAINGUARD_* (the batch script templates set them) and from
 `--guard name=value`. Under `srun --ntasks=N` (N > 1) it trains data-parallel with gloo.
 Test hooks: `--raise-error --error-step N` raises at the start of step N; `--hang-step N`
-hangs at step N (first run of the job only), like a rank stuck in a collective.
+hangs at step N (first run of the job only), like a rank stuck in a collective;
+`--kill-rank R --kill-after N` makes rank R SIGKILL itself after N steps of every launch
+(each in-place restart and requeue too), like a rank the kernel's OOM killer ends.
 Training health: every step reports its loss and batch size (`guard.observe`) and its data
 comes through `guard.data(...)`; `--lr-jump-step N --lr-jump F` multiplies the learning
 rate by F from step N (the loss diverges to NaN), `--data-sleep S` makes the data loader
@@ -24,6 +26,7 @@ import argparse
 import hashlib
 import logging
 import os
+import signal
 import sys
 import time
 import warnings
@@ -48,6 +51,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--raise-error", action="store_true")
     p.add_argument("--error-step", type=int, default=-1)
     p.add_argument("--hang-step", type=int, default=-1)
+    # A rank dying outright (no exception, no save): a real fault for the restart-storm tests.
+    # Counted per launch, so every run checkpoints a little further first (a storm by count,
+    # not by lack of progress).
+    p.add_argument("--kill-rank", type=int, default=-1)
+    p.add_argument("--kill-after", type=int, default=-1, help="steps of each launch before the kill")
     p.add_argument("--lr-jump-step", type=int, default=-1)
     p.add_argument("--lr-jump", type=float, default=1e30)
     p.add_argument("--data-sleep", type=float, default=0.0, help="seconds the data loader sleeps per batch")
@@ -198,6 +206,8 @@ def main(argv: list[str]) -> int:
         for step in range(first, args.steps):
             if args.raise_error and step == args.error_step:
                 raise RuntimeError(f"injected error at step {step}")
+            if rank == args.kill_rank and step - first == args.kill_after:
+                os.kill(os.getpid(), signal.SIGKILL)
             if step == args.hang_step and first_run:
                 time.sleep(10**6)     # a rank stuck in a collective: never reaches the poll point
             if step == args.lr_jump_step:

@@ -60,7 +60,9 @@ class Storm:
     history: tuple[Restart, ...]
 
     def lines(self) -> list[str]:
-        return [f"{journal.clock_text(r.at)}  {r.kind:<8} {r.cause:<10} node {r.node or '-':<10} "
+        # Columns as wide as this storm's longest node list: a reader scans them by eye.
+        wide = max([10, *(len(r.node) for r in self.history)])
+        return [f"{journal.clock_text(r.at)}  {r.kind:<8} {r.cause:<10} node {r.node or '-':<{wide}} "
                 f"from step {r.step if r.step >= 0 else '-'} (job {r.job})" for r in self.history]
 
 

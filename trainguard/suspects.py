@@ -17,9 +17,10 @@ once.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from trainguard.recovery import journal
 
@@ -84,9 +85,13 @@ class Verdict:
         return f"{self.node}: {causes}"
 
 
-def record(run_dir: Path, s: Suspicion) -> None:
-    """Append the suspicion to the run's record; OSError when the folder takes no file."""
-    fields = {"node": s.node, "cause": s.cause, "job": s.job, "step": s.step, "detail": s.detail[:DETAIL_MAX]}
+def record(run_dir: Path, s: Suspicion, policy: Mapping[str, Any] | None = None) -> None:
+    """Append the suspicion to the run's record, with the policy in force (its fields, see
+    trainguard.recovery.policy); OSError when the folder takes no file."""
+    fields: dict[str, Any] = {"node": s.node, "cause": s.cause, "job": s.job, "step": s.step,
+                              "detail": s.detail[:DETAIL_MAX]}
+    if policy is not None:
+        fields["policy"] = dict(policy)
     journal.append(run_dir, "suspect", s.at, s.sentence(), fields)
 
 

@@ -111,8 +111,8 @@ def test_an_in_place_restart_is_told_once_with_the_suspect_and_what_was_done(
                                  "41,200 (rank 3, in all_reduce); node2 excluded; training resumed at ")
     assert "on node1,node3 from step 41,000" in notices[0] and notices[0].endswith("0 spares left")
     assert "from step 41,500" in notices[1]
-    assert notices[2].startswith(f"{name} (job {job}) requeued by its batch script: node3 lost a rank "
-                                 "at step 41,700 (rank 1, signal 9); node2 excluded; job ")
+    assert notices[2].startswith(f"{name} (job {job}) requeued by its batch script: a rank on node3 "
+                                 "died at step 41,700 (rank 1, signal 9); node2 excluded; job ")
     assert "requeued at " in notices[2] and ", to resume from step 41,500" in notices[2]
 
 

@@ -10,6 +10,11 @@ to stderr. Exit codes: 0 go on; 6 (`restart`) a restart storm: end the chain on 
     restart --run-dir D --job J --kind {inplace,requeue,resubmit} --cause C [--node N] [--step S]
     show    --run-dir D
     dump    --run-dir D      (JSON, for the watchdog: entries, problems, excluded nodes, summary)
+
+`note` and `restart` record the suspect and storm policy they ran with (the job's
+TRAINGUARD_* settings) in each entry; `dump` judges by the record's newest policy, and so do
+`note`/`restart` given `--policy-from-record` (the watchdog: its own environment is not the
+job's). See trainguard.recovery.policy.
 """
 from __future__ import annotations
 
@@ -24,7 +29,7 @@ from pathlib import Path
 from trainguard import restarts, suspects
 from trainguard.config import GuardConfig, config_from, storm_policy, suspect_policy
 from trainguard.errors import SlurmError
-from trainguard.recovery import hostlist, journal, plan, summary
+from trainguard.recovery import hostlist, journal, plan, policy, summary
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -72,6 +77,9 @@ def _parser() -> argparse.ArgumentParser:
     dump.set_defaults(run=_dump)
     for s in (note, pl, ex, rs, show, dump):
         s.add_argument("--run-dir", required=True, type=Path)
+    for s in (note, rs):
+        s.add_argument("--policy-from-record", action="store_true",
+                       help="judge and record by the record's policy, not this environment's")
     return p
 
 
@@ -99,9 +107,10 @@ def _note(args: argparse.Namespace, cfg: GuardConfig) -> int:
                  for n in nodes]
     except ValueError as exc:
         return _fail(2, f"--nodes {args.nodes!r}: {exc}")
+    rules = _policies(args, cfg)
     try:
         for s in found:
-            suspects.record(args.run_dir, s)
+            suspects.record(args.run_dir, s, policy.to_fields(rules.suspect, rules.storm))
     except OSError as exc:
         return _fail(1, f"cannot record in {journal.folder(args.run_dir)}: {exc}")
     _out([f"noted={','.join(nodes)}"])
@@ -161,11 +170,13 @@ def _restart(args: argparse.Namespace, cfg: GuardConfig) -> int:
     text = summary.summarize(restart, summary.newest_suspicion(found, args.job, args.node),
                              _placement(args.run_dir, args.job, args.kind, args.excluded))
     history, problems = restarts.history(args.run_dir)
-    storm = restarts.storm([*history, restart], now, storm_policy(cfg))
+    rules = _policies(args, cfg)
+    storm = restarts.storm([*history, restart], now, rules.storm)
     if storm is not None:
         text = f"{text}; {summary.storm_page(storm)}"
     fields = {"job": restart.job, "restart": restart.kind, "cause": restart.cause,
-              "node": restart.node, "step": restart.step, "summary": text}
+              "node": restart.node, "step": restart.step, "summary": text,
+              "policy": policy.to_fields(rules.suspect, rules.storm)}
     try:
         journal.append(args.run_dir, "restart", now, restart.sentence(), fields)
         if storm is not None:
@@ -181,6 +192,13 @@ def _restart(args: argparse.Namespace, cfg: GuardConfig) -> int:
         return 0
     _out([f"storm={storm.reason}", *(f"history={line}" for line in storm.lines())])
     return restarts.EXIT_STORM
+
+
+def _policies(args: argparse.Namespace, cfg: GuardConfig) -> policy.Policies:
+    """This environment's policy (the job's), or the record's for `--policy-from-record`."""
+    if getattr(args, "policy_from_record", False):
+        return policy.recorded([e.fields for e in journal.read(args.run_dir).entries])
+    return policy.Policies(suspect_policy(cfg), storm_policy(cfg), "")
 
 
 def _placement(run_dir: Path, job: str, kind: str, excluded: str | None) -> summary.Placement:
@@ -217,14 +235,16 @@ def _show(args: argparse.Namespace, cfg: GuardConfig) -> int:
 def _dump(args: argparse.Namespace, cfg: GuardConfig) -> int:
     j = journal.read(args.run_dir)
     found, problems = suspects.read(args.run_dir)
-    verdicts = suspects.judge(found, time.time(), suspect_policy(cfg))
+    rules = policy.recorded([e.fields for e in j.entries])   # the job's, not the watchdog's
+    verdicts = suspects.judge(found, time.time(), rules.suspect)
     try:
         last = (journal.folder(args.run_dir) / summary.SUMMARY_FILE).read_text().strip()
     except OSError:
         last = ""
     print(json.dumps({"entries": [dict(e.fields) for e in j.entries], "problems": list(problems),
                       "excluded": [{"node": v.node, "why": v.why()} for v in verdicts if v.excluded],
-                      "summary": last}))
+                      "summary": last, "policy": policy.to_fields(rules.suspect, rules.storm),
+                      "policy_source": rules.source if j.entries else ""}))
     return 0
 
 

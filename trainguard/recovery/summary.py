@@ -33,7 +33,9 @@ def what_happened(restart: Restart, suspicion: Suspicion | None) -> str:
         return f"the run stopped ({CAUSE_WORDS.get(restart.cause, restart.cause)}{node})"
     detail = f" ({suspicion.detail})" if suspicion.detail else ""
     at = f" at step {suspicion.step:,}" if suspicion.step >= 0 else ""
-    verb = {"hang": "stopped the run", "node_fail": "failed", "rank_died": "lost a rank",
+    if suspicion.cause == "rank_died":   # "died" said outright: the reader greps for it
+        return f"a rank on {suspicion.node} died{at}{detail}"
+    verb = {"hang": "stopped the run", "node_fail": "failed",
             "drained": "was drained", "precheck": "failed the check before a restart"}[suspicion.cause]
     return f"{suspicion.node} {verb}{at}{detail}"
 

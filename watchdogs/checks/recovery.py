@@ -43,6 +43,10 @@ class Record:
     excluded: tuple[tuple[str, str], ...]   # (node, why) the policy excludes now
     summary: str                             # the newest "what happened, what was done"
     error: str = ""                          # why it could not be read at all
+    # The suspect and storm policy the job ran with (trainguard.recovery.policy's fields),
+    # and why the defaults stand in for it ("" when the record names it).
+    policy: Mapping[str, Any] | None = None
+    policy_source: str = ""
 
     def storm(self, job_id: str) -> Mapping[str, Any] | None:
         """The storm that ended this job's chain, if its record says so."""
@@ -60,7 +64,7 @@ def read(run_dir: Path, timeout: float) -> Record:
                                       f"recovery record in {run_dir}"))
         return Record(tuple(data["entries"]), tuple(data["problems"]),
                       tuple((str(x["node"]), str(x["why"])) for x in data["excluded"]),
-                      str(data["summary"]))
+                      str(data["summary"]), "", data.get("policy"), str(data.get("policy_source", "")))
     except FsError as exc:
         return Record((), (), (), "", str(exc))
     except (ValueError, KeyError, TypeError) as exc:
@@ -95,6 +99,8 @@ def lines(record: Record | None, job_id: str) -> list[str]:
     if record.problems:
         out.append(f"recovery record: {len(record.problems)} unreadable line(s) left out, "
                    f"e.g. {record.problems[0]}")
+    if record.policy_source:
+        out.append(f"recovery policy: {record.policy_source}")
     return out
 
 
@@ -153,8 +159,8 @@ def _note(check: JobCheck, job_id: str, node: str, row: NodeRow) -> bool:
     # The one write of this module, by trainguard's own CLI in a bounded child.
     detail = f"drained while the job ran: {row.reason or row.state}"
     try:
-        run_bounded(_cli("note", "--run-dir", str(check.opts["run_dir"]), "--job", job_id,
-                         "--cause", "drained", "--nodes", node, "--detail", detail),
+        run_bounded(_cli("note", "--policy-from-record", "--run-dir", str(check.opts["run_dir"]),
+                         "--job", job_id, "--cause", "drained", "--nodes", node, "--detail", detail),
                     check.opts["probe_timeout"], f"recording suspect {node}")
     except FsError:
         return False   # tried again at the next look
@@ -187,17 +193,18 @@ def exclusion(check: JobCheck, ctx: TickContext, failed: Sequence[str], need: in
 
 def would_storm(check: JobCheck, ctx: TickContext, job_id: str, cause: str, node: str
                 ) -> tuple[str, list[str]] | None:
-    """The restart storm a resubmit now would make (trainguard's rule, its settings from this
-    environment), judged before sbatch: its reason and one line per restart; None when none,
-    or when the record cannot be read (the policy's own crash-loop limit still holds)."""
-    from trainguard.config import config_from, storm_policy
+    """The restart storm a resubmit now would make (trainguard's rule, by the policy the job
+    ran with, from its record: not this environment's), judged before sbatch: its reason and
+    one line per restart; None when none, or when the record cannot be read (the policy's own
+    crash-loop limit still holds)."""
+    from trainguard.recovery.policy import recorded
     from trainguard.restarts import Restart, storm
 
     record = record_for(check, ctx)
     if record is None or record.error:
         return None
     try:
-        policy = storm_policy(config_from())
+        policy = recorded(record.entries).storm
         history = [Restart(float(e["at"]), str(e["job"]), str(e["restart"]), str(e.get("cause", "")),
                            str(e.get("node", "")), int(e.get("step", -1)))
                    for e in record.entries if e.get("kind") == "restart"]
@@ -215,7 +222,8 @@ def count_restart(check: JobCheck, job_id: str, cause: str, node: str, excluded:
     if run_dir is None:
         return
     with contextlib.suppress(FsError):
-        run_bounded(_cli("restart", "--run-dir", str(run_dir), "--job", job_id, "--kind", "resubmit",
+        run_bounded(_cli("restart", "--policy-from-record", "--run-dir", str(run_dir), "--job", job_id,
+                         "--kind", "resubmit",
                          "--cause", cause, "--excluded", ",".join(excluded),
                          *(["--node", node] if node else [])),
                     check.opts["probe_timeout"], f"recording the resubmit in {run_dir}")
