@@ -34,10 +34,11 @@ from watchdogs.state.store import StateStore
 pytestmark = pytest.mark.slurm
 
 
-def recovery(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINGUARD_")}
+def recovery(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The CLI as a job calls it: trainguard's defaults, and `env`'s settings."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("TRAINGUARD_")}
     return subprocess.run([sys.executable, "-m", "trainguard.recovery", *args], capture_output=True,
-                          text=True, timeout=60, env=env)
+                          text=True, timeout=60, env={**base, **(env or {})})
 
 
 def check(name: str, run: Path, **opts: object) -> str:
@@ -217,3 +218,43 @@ def test_a_node_drained_under_the_running_job_becomes_its_suspect(
     assert problems == ()
     assert [(s.node, s.cause, s.job, s.detail) for s in found] == [
         (node, "drained", job, "drained while the job ran: ecc errors")]
+
+
+def test_the_resubmit_is_judged_by_the_storm_policy_the_job_ran_with_not_the_watchdogs(
+        jobs: Jobs, looks: Callable[[str], Callable[[], CheckResult]], tmp_path: Path) -> None:
+    """The job allowed 3 restarts in 30 min (the default is 5): two in-place restarts and a
+    resubmit make a storm by its rule, which the watchdog (defaults in its environment)
+    applies."""
+    name, run = f"wdrec-policy-{os.getpid()}", tmp_path / "run"
+    script = tmp_path / "train.slurm"
+    script.write_text("#!/bin/bash\n#SBATCH --output=/dev/null\nexit 1\n")
+    for step in (100, 200):
+        assert recovery("restart", "--run-dir", str(run), "--job", "1", "--kind", "inplace", "--cause",
+                        "rank_died", "--node", "node2", "--step", str(step),
+                        env={"TRAINGUARD_STORM_RESTARTS": "3"}).returncode == 0
+    job = jobs.submit(name=name, wrap="exit 1")
+    wait_for(lambda: accounted(job), timeout=90, what="accounting has the run's end")
+    with SmtpServer() as smtp:
+        look = looks(check(name, run, resubmit=str(script), fail_fast="0s") + mail(smtp.port))
+        result = look()
+    assert "resubmitted" not in result.context, result.summary
+    assert sh("squeue", "-h", "--name", name, "-o", "%i").split() == []
+    text, = [plain(m.message) for m in smtp.received]
+    assert "Not resubmitted: it would be a restart storm (3 restarts in 30 min)" in text, text
+    assert "recovery policy:" not in text
+
+
+def test_a_record_without_a_policy_is_judged_by_the_defaults_and_the_alert_says_so(
+        jobs: Jobs, looks: Callable[[str], Callable[[], CheckResult]], tmp_path: Path) -> None:
+    name, run = f"wdrec-nopolicy-{os.getpid()}", tmp_path / "run"
+    # As an older trainguard wrote it: a suspicion with no policy beside it.
+    suspects.record(run, suspects.Suspicion("node2", "hang", __import__("time").time(), "1", 7))
+    job = jobs.submit(name=name, wrap="exit 1")
+    wait_for(lambda: accounted(job), timeout=90, what="accounting has the run's end")
+    with SmtpServer() as smtp:
+        look = looks(check(name, run) + mail(smtp.port))
+        look()
+    text, = [plain(m.message) for m in smtp.received]
+    assert "suspect nodes (excluded from the next start): node2: hang at step 7" in " ".join(text.split())
+    assert "recovery policy: the record names no policy (written by an older trainguard): judged " \
+           "by trainguard's defaults" in " ".join(text.split()).replace("| ", ""), text
