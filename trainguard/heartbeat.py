@@ -15,6 +15,12 @@ folder ..."), "" when nothing is. A rank whose progress watchdog found it hung
 `health` (trainguard.health_record) is what the rank measured about its training: loss,
 throughput, step and compute time, findings; absent when health is off.
 
+Which run of the job wrote it: `restart` (Slurm's SLURM_RESTART_COUNT: 0 for the first run,
+one more per requeue) and `inplace` (the template's in-place restart, TRAINGUARD_INPLACE_RESTART);
+-1 when unknown (outside Slurm, or written by an older trainguard). A requeued job keeps its
+id, and a rank that does not start again leaves its last record behind: whatever explains
+an ending reads only the records of that run (`of_run`), never an earlier run's `hung`.
+
 How a run ended (`run_end`) is read from the same records: the guard writes `"phase": "done"`
 when the training finished (`finish()`, the end of its `with` block) and `"stopping"` when it
 stopped the training itself; rank 0's exit file (trainguard.exits.write_exit_file: the code,
@@ -63,6 +69,8 @@ class Heartbeat:
     frames: tuple[str, ...] = ()
     report: str = ""
     health: TrainingHealth | None = None
+    restart: int = -1
+    inplace: int = -1
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Heartbeat:
@@ -70,7 +78,7 @@ class Heartbeat:
                    int(data.get("pid", 0)), str(data.get("host", "")), str(data.get("job_id", "")),
                    str(data.get("problem", "")), float(data.get("stalled_for", 0.0)),
                    tuple(str(f) for f in data.get("frames", ())), str(data.get("report", "")),
-                   _health(data.get("health")))
+                   _health(data.get("health")), int(data.get("restart", -1)), int(data.get("inplace", -1)))
 
 
 def _health(data: Any) -> TrainingHealth | None:
@@ -89,6 +97,32 @@ def node_name() -> str:
     return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
 
 
+def this_run() -> tuple[int, int]:
+    """(restart, in-place restart) of the run this process belongs to; -1 outside a job."""
+    env = os.environ
+    if not env.get("SLURM_JOB_ID"):
+        return -1, -1
+    return _count(env.get("SLURM_RESTART_COUNT")), _count(env.get("TRAINGUARD_INPLACE_RESTART"))
+
+
+def _count(text: str | None) -> int:
+    # Absent: the first run (Slurm sets SLURM_RESTART_COUNT only after a requeue).
+    return int(text) if text and text.strip().isdigit() else 0
+
+
+def of_run(records: Sequence[Heartbeat], job_id: str, restart: int | None = None,
+           inplace: int | None = None, started: float | None = None) -> list[Heartbeat]:
+    """The records of one run of `job_id`: its restart count and in-place restart when given
+    (a record that does not say, from an older trainguard, is kept), written at or after
+    `started` when given (the run's start by Slurm's clock: a minute of skew is allowed)."""
+    def mine(r: Heartbeat) -> bool:
+        return ((not r.job_id or r.job_id == job_id)
+                and (restart is None or r.restart < 0 or r.restart == restart)
+                and (inplace is None or r.inplace < 0 or r.inplace == inplace)
+                and (started is None or r.time >= started - 60.0))
+    return [r for r in records if mine(r)]
+
+
 def heartbeat_path(directory: Path, rank: int) -> Path:
     return Path(directory) / f"rank-{rank}.json"
 
@@ -97,9 +131,10 @@ def write_heartbeat(directory: Path, rank: int, step: int, phase: str,
                     now: float | None = None, job_id: str = "", problem: str = "",
                     stalled_for: float = 0.0, frames: tuple[str, ...] = (), report: str = "",
                     health: TrainingHealth | None = None) -> Heartbeat:
+    restart, inplace = this_run()
     record = Heartbeat(rank, step, phase, time.time() if now is None else now, os.getpid(),
                        node_name(), job_id or os.environ.get("SLURM_JOB_ID", ""), problem,
-                       stalled_for, frames, report, health)
+                       stalled_for, frames, report, health, restart, inplace)
     data = asdict(record)
     if health is None:
         del data["health"]
@@ -184,11 +219,15 @@ def parse_exit_file(text: str) -> tuple[int | None, Cause | None]:
     return code, cause
 
 
-def run_end(records: Sequence[Heartbeat], job_id: str, exit_text: str | None = None) -> RunEnd | None:
-    """How the run of `job_id` ended, from its ranks' last records and (for a stop) the exit
-    file's text; None when the records do not say (the run was killed from outside while
-    training, or there are none)."""
-    mine = [r for r in records if not r.job_id or r.job_id == job_id]
+def run_end(records: Sequence[Heartbeat], job_id: str, exit_text: str | None = None,
+            started: float | None = None) -> RunEnd | None:
+    """How the run of `job_id` that started at `started` (None: its latest) ended, from its
+    ranks' last records and (for a stop) the exit file's text; None when the records do not
+    say (the run was killed from outside while training, or there are none)."""
+    mine = of_run(records, job_id, started=started)
+    if started is None:   # the newest run that wrote: an earlier run's ranks are not its own
+        newest = max((r.restart for r in mine), default=-1)
+        mine = [r for r in mine if r.restart < 0 or r.restart == newest]
     if not mine:
         return None
     step = max(r.step for r in mine)

@@ -11,13 +11,16 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from watchdogs import humanize
 from watchdogs.fsprobe.bounded import FsError, probe
 from watchdogs.slurmctl.ending import EndFacts, Progress
 from watchdogs.slurmctl.hostlist import expand
 from watchdogs.slurmctl.outputs import JobNames, log_paths, script_patterns
+
+if TYPE_CHECKING:
+    from trainguard.heartbeat import Heartbeat
 
 MASK = "***"
 # Who stopped a run that exited 0, by trainguard's cause label: the kill switch by default, a
@@ -99,16 +102,21 @@ def tail_logs(paths: Sequence[Path], count: int, timeout: float) -> LogTail | No
 
 
 def progress(heartbeats: Path | None, checkpoints: Path | None, job_id: str,
-             timeout: float) -> Progress:
-    """The step trainguard's heartbeat reached in this job, and the newest complete
-    checkpoint (its step and when it was committed). Unreadable parts stay None."""
+             timeout: float, started: float | None = None) -> Progress:
+    """The step trainguard's heartbeat reached in this job's run that started at `started`
+    (Slurm's start of its last run; None: unknown), and the newest complete checkpoint (its
+    step and when it was committed). Unreadable parts stay None. A requeued job keeps its id:
+    an earlier run's records (a `hung` or `stopping` left by a rank that did not start again)
+    do not explain this run's end."""
+    from trainguard.heartbeat import Heartbeat, of_run
+
     step = saved_step = saved_at = stopped_by = None
     if heartbeats is not None:
         try:
             beats = probe("heartbeats", {"directory": str(heartbeats)}, timeout, str(heartbeats))
-            mine = [b for b in beats if not b.get("job_id") or b["job_id"] == job_id]
-            step = max((int(b["step"]) for b in mine), default=None)
-            stopped_by = _stopped_by(heartbeats, beats, job_id, timeout)
+            mine = of_run([Heartbeat.from_dict(b) for b in beats], job_id, started=started)
+            step = max((b.step for b in mine), default=None)
+            stopped_by = _stopped_by(heartbeats, mine, job_id, timeout)
         except FsError:
             pass  # no step in the words; the ending itself is still explained
     if checkpoints is not None:
@@ -124,11 +132,11 @@ def progress(heartbeats: Path | None, checkpoints: Path | None, job_id: str,
     return Progress(step, saved_step, saved_at, stopped_by)
 
 
-def _stopped_by(heartbeats: Path, beats: list[dict[str, Any]], job_id: str,
+def _stopped_by(heartbeats: Path, beats: list[Heartbeat], job_id: str,
                 timeout: float) -> str | None:
     """Who stopped the run, in words, when trainguard stopped it (its heartbeat says
     "stopping"; the exit file beside the folder names the cause); None when it finished."""
-    from trainguard.heartbeat import STOPPED, Heartbeat, exit_file_beside, run_end
+    from trainguard.heartbeat import STOPPED, exit_file_beside, run_end
 
     exit_file = exit_file_beside(heartbeats, job_id)
     try:
@@ -136,8 +144,7 @@ def _stopped_by(heartbeats: Path, beats: list[dict[str, Any]], job_id: str,
                       timeout, str(exit_file))
     except FsError:
         found = None  # the heartbeat alone still tells a stop from a finish
-    end = run_end([Heartbeat.from_dict(b) for b in beats], job_id,
-                  found["tail"] if found else None)
+    end = run_end(beats, job_id, found["tail"] if found else None)
     if end is None or end.kind != STOPPED:
         return None
     if end.cause is None:

@@ -7,6 +7,7 @@ JobCheck imports this module when a job is gone or has ended, not when the class
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -139,7 +140,7 @@ def _ending(check: JobCheck, ctx: TickContext, job_id: str, row: JobRow | None
         ending, tail = jobend.from_json(kept)
         return ending, tail, True
     facts = jobend.end_facts(ctx, job_id, row, check.label())
-    progress = _progress(check.opts, job_id) if facts.source else Progress()
+    progress = _progress(check.opts, job_id, facts.start) if facts.source else Progress()
     ending = jobend.explain_end(ctx, facts, progress)
     tail = _tail(check.opts, ending)
     if facts.source == "sacct":
@@ -150,11 +151,12 @@ def _ending(check: JobCheck, ctx: TickContext, job_id: str, row: JobRow | None
     return ending, tail, facts.source == "sacct"
 
 
-def _progress(opts: Mapping[str, Any], job_id: str) -> Progress:
+def _progress(opts: Mapping[str, Any], job_id: str, start: datetime | None) -> Progress:
     heartbeats, checkpoints = opts.get("heartbeats"), opts.get("checkpoints")
     if heartbeats is None and checkpoints is None:
         return Progress()
-    return jobfiles.progress(heartbeats, checkpoints, job_id, opts["probe_timeout"])
+    return jobfiles.progress(heartbeats, checkpoints, job_id, opts["probe_timeout"],
+                             start.timestamp() if start is not None else None)
 
 
 def _tail(opts: Mapping[str, Any], ending: Ending) -> dict[str, Any] | None:
