@@ -86,7 +86,10 @@ class LogStaleCheck(WatchesLinkedJob, Check):
             verdicts.extend(found)
         if self.opts.get("heartbeats") is not None:
             verdicts.extend(self._heartbeats(ctx, since, job))
-        return self._combine(verdicts, job, log)
+        from watchdogs.checks.recovery import with_record
+
+        # A restart in place changes no job state: the reader of a stale-log alert must see it.
+        return with_record(self._combine(verdicts, job, log), linked, ctx, _running_id(job))
 
     def _combine(self, verdicts: list[Verdict], job: Assessment | None, log: str | None = None
                  ) -> CheckResult:

@@ -15,13 +15,13 @@ import contextlib
 import json
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from watchdogs.errors import SlurmError
 from watchdogs.fsprobe.bounded import FsError, run_bounded
-from watchdogs.result import Notice
+from watchdogs.result import CheckResult, Notice, Status
 
 if TYPE_CHECKING:
     from watchdogs.checks.context import TickContext
@@ -102,6 +102,16 @@ def lines(record: Record | None, job_id: str) -> list[str]:
     if record.policy_source:
         out.append(f"recovery policy: {record.policy_source}")
     return out
+
+
+def with_record(result: CheckResult, check: JobCheck | None, ctx: TickContext,
+                job_id: str | None) -> CheckResult:
+    """A linked check's alert (log_stale) with the run's recovery lines, as the `job` check's
+    alerts show them; read only for an alert (a child process per read)."""
+    if result.status is Status.OK or check is None or job_id is None:
+        return result
+    extra = lines(record_for(check, ctx), job_id)
+    return replace(result, details=(*result.details, *extra)) if extra else result
 
 
 def notices(check: JobCheck, ctx: TickContext, rows: Sequence[JobRow]) -> list[Notice]:
