@@ -17,18 +17,22 @@ Two things every caller needs and got wrong in a copy of its own:
   pending (while its old run still completes) and the update is accepted. The requeue also
   kills the batch script that asked for it, after KillWait: so SIGTERM is ignored here (the
   caller ignores it too), and the update is retried until the controller shows the list.
-  A failed update never undoes the requeue: the run goes on without the exclusion, and says so.
+  A failed update never undoes the requeue: the run goes on without the exclusion, and says so,
+  in the batch log and in the run's record (`--run-dir`, default $TRAINGUARD_RUN_DIR: an
+  `exclusion_refused` entry, which the watchdog's `job` check tells).
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import re
 import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from trainguard._run import Reply, run_slurm
 from trainguard.errors import SlurmError
@@ -39,6 +43,8 @@ SLURM_REQUEUES_PREEMPTED_FROM = (24, 11)
 # How long the exclusion is retried after the requeue: well inside the dev cluster's
 # KillWait (5 s) is not enough on a busy controller, and Slurm's default KillWait is 30 s.
 EXCLUDE_PATIENCE_S = 20.0
+# Slurm's answers that no retry changes (a node name it does not know: retired from the config).
+REFUSED_FOR_GOOD = ("Invalid node name",)
 _VERSION = re.compile(r"(\d+)\.(\d+)")
 
 
@@ -47,6 +53,7 @@ class Outcome:
     requeued: bool
     excluded: tuple[str, ...]
     why: str
+    refused: str = ""          # why Slurm did not take the exclusion ("" when it did, or none asked)
 
     def lines(self) -> str:
         return (f"requeued={'yes' if self.requeued else 'no'}\nexcluded={','.join(self.excluded)}\n"
@@ -112,6 +119,8 @@ def set_exclusion(job_id: str, nodes: Sequence[str], run: Runner = _run,
             last = f"the controller shows ExcNodeList={shown or '(none)'}"
         except SlurmError as exc:
             last = str(exc)
+            if any(word in last for word in REFUSED_FOR_GOOD):
+                return last     # asking again cannot help, and KillWait is running out
         if clock() >= until:
             return last
         pause(0.2)
@@ -137,8 +146,24 @@ def requeue(job_id: str, exclude: Sequence[str] = (), run: Runner = _run) -> Out
         return Outcome(True, (), "requeued")
     failed = set_exclusion(job_id, exclude, run)
     if failed:
-        return Outcome(True, (), f"requeued WITHOUT excluding {','.join(exclude)}: {failed}")
+        return Outcome(True, (), f"requeued WITHOUT excluding {','.join(exclude)}: {failed}", failed)
     return Outcome(True, tuple(exclude), f"requeued, excluding {','.join(exclude)}")
+
+
+def note_refusal(run_dir: Path | None, job_id: str, nodes: Sequence[str], refused: str) -> None:
+    """The refused exclusion in the run's record, for the watchdog (the batch log alone is
+    read by nobody at 3 am). A record that cannot be written is said on stderr."""
+    if not refused or run_dir is None:
+        return
+    from trainguard.recovery import journal
+
+    names = ",".join(nodes)
+    try:
+        journal.append(run_dir, "exclusion_refused", time.time(),
+                       f"job {job_id}: the requeued run may land on {names} again: Slurm refused the "
+                       f"exclusion ({refused})", {"job": job_id, "nodes": list(nodes), "reason": refused})
+    except OSError as exc:
+        print(f"trainguard.requeue: cannot note the refused exclusion in {run_dir}: {exc}", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -147,6 +172,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--exclude", default="", help="nodes to exclude, comma-separated")
     parser.add_argument("--pending", action="store_true",
                         help="no requeue: set the exclusion on this pending job (an array's next task)")
+    parser.add_argument("--run-dir", type=Path, default=os.environ.get("TRAINGUARD_RUN_DIR") or None,
+                        help="the run's record, where a refused exclusion is noted "
+                             "(default: $TRAINGUARD_RUN_DIR)")
     args = parser.parse_args(argv)
     if not re.fullmatch(r"\d+(_\d+)?", args.job):
         parser.error(f"--job {args.job!r}: expected a job id such as 1234")
@@ -158,10 +186,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         failed = set_exclusion(args.job, nodes) if nodes else ""
         outcome = Outcome(False, () if failed else tuple(nodes),
                           f"job {args.job}: " + (f"NOT excluding {args.exclude}: {failed}" if failed
-                                                 else f"excluding {args.exclude or 'nothing'}"))
+                                                 else f"excluding {args.exclude or 'nothing'}"), failed)
+        note_refusal(args.run_dir, args.job, nodes, outcome.refused)
         sys.stdout.write(outcome.lines())
         return 1 if failed else 0
     outcome = requeue(args.job, nodes)
+    note_refusal(args.run_dir, args.job, nodes, outcome.refused)
     sys.stdout.write(outcome.lines())
     return 0 if outcome.requeued or outcome.why.startswith("preempted") else 1
 

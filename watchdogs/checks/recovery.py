@@ -48,6 +48,19 @@ class Record:
     policy: Mapping[str, Any] | None = None
     policy_source: str = ""
 
+    def refusal(self, job_id: str) -> Mapping[str, Any] | None:
+        """The exclusion Slurm refused for this job's latest requeue, unless a requeue since."""
+        for e in reversed(self.entries):
+            if str(e.get("job", "")) != job_id:
+                continue
+            if e.get("kind") == "exclusion_refused":
+                return e
+            if e.get("kind") == "restart" and e.get("restart") == "requeue":
+                # Recorded just before its requeue: newer than the refusal, it is a later
+                # requeue whose exclusion held (else its own refusal would come after it).
+                return None
+        return None
+
     def storm(self, job_id: str) -> Mapping[str, Any] | None:
         """The storm that ended this job's chain, if its record says so."""
         return next((e for e in reversed(self.entries) if e.get("kind") == "storm"
@@ -93,6 +106,9 @@ def lines(record: Record | None, job_id: str) -> list[str]:
                 *(f"  {line}" for line in storm.get("history", ()))]
     if record.summary:
         out.append(f"last recovery: {record.summary}")
+    refused = record.refusal(job_id)
+    if refused is not None:
+        out.append(refusal_words(refused))
     if record.excluded:
         out.append("suspect nodes (excluded from the next start): "
                    + "; ".join(why for _node, why in record.excluded))
@@ -114,6 +130,12 @@ def with_record(result: CheckResult, check: JobCheck | None, ctx: TickContext,
     return replace(result, details=(*result.details, *extra)) if extra else result
 
 
+def refusal_words(e: Mapping[str, Any]) -> str:
+    nodes = ",".join(map(str, e.get("nodes", ()))) or "?"
+    return (f"the requeued run may land on {nodes} again: Slurm refused the exclusion "
+            f"({e.get('reason', '?')})")
+
+
 def notices(check: JobCheck, ctx: TickContext, rows: Sequence[JobRow]) -> list[Notice]:
     """In-place restarts since the last look, once each; drained nodes of the running job
     recorded as suspects; where the job runs remembered (for the resubmit's exclusion)."""
@@ -127,12 +149,18 @@ def notices(check: JobCheck, ctx: TickContext, rows: Sequence[JobRow]) -> list[N
     memory["drained"] = _note_drained(check, ctx, running, memory.get("drained", []))
     told_until = float(memory.get("told_until", ctx.now.timestamp() - FIRST_LOOK_BACK_S))
     # Restarts by the templates (the watchdog's own resubmit says itself what it did).
-    fresh = [e for e in record.entries if e.get("kind") == "restart" and e.get("restart") in TOLD
-             and float(e.get("at", 0)) > told_until]
+    fresh = [e for e in record.entries if float(e.get("at", 0)) > told_until and (
+             e.get("kind") == "exclusion_refused"
+             or (e.get("kind") == "restart" and e.get("restart") in TOLD))]
     memory["told_until"] = max([told_until, *(float(e["at"]) for e in fresh)])
     ctx.store.kv_put(MEMORY, check.name, memory)
-    return [Notice(f"{check.label()} (job {e.get('job', '?')}) {TOLD[str(e['restart'])]}: "
-                   f"{e.get('summary') or e.get('text', '')}", (), RESTARTED) for e in fresh]
+    return [Notice(f"{check.label()} (job {e.get('job', '?')}){_told(e)}", (), RESTARTED) for e in fresh]
+
+
+def _told(e: Mapping[str, Any]) -> str:
+    if e.get("kind") == "exclusion_refused":
+        return f": {refusal_words(e)}"
+    return f" {TOLD[str(e['restart'])]}: {e.get('summary') or e.get('text', '')}"
 
 
 def _note_drained(check: JobCheck, ctx: TickContext, running: Sequence[JobRow],
