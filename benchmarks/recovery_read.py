@@ -4,7 +4,10 @@ child process, `python -m trainguard.recovery dump` (bounded: a dead mount canno
 tick), over a record of a busy run (200 suspicions and restarts in 20 host files).
 
 Interleaved (n rounds of each in turn), CPU of the child (user + system) and wall time:
-  * "recovery dump (ours)": the child `watchdogs.checks.recovery.read` starts;
+  * "recovery dump (ours)": the child `watchdogs.checks.recoveryrecord.read` starts when the
+    record changed (or its reading is 10 min old);
+  * "unchanged: newest probe": what a tick pays otherwise (`read_if_changed`'s look at the
+    record folder's newest file, the fsprobe worker's fast start);
   * "heartbeats probe": the child a `log_stale` check with `heartbeats` already starts each
     tick (the fsprobe worker's fast start, reading trainguard's heartbeats of 8 ranks);
   * "python -c pass": the interpreter alone, with `site`.
@@ -69,6 +72,7 @@ def main() -> None:
     run = busy_run(Path(tempfile.mkdtemp(prefix="recovery-read-")))
     commands = {
         "recovery dump (ours)": [sys.executable, "-m", "trainguard.recovery", "dump", "--run-dir", str(run)],
+        "unchanged: newest probe": probe_argv("newest", {"pattern": f"{run}/recovery/*"}),
         "heartbeats probe": probe_argv("heartbeats", {"directory": str(run / "heartbeat")}),
         "python -c pass": [sys.executable, "-c", "print(1)"],
     }
@@ -89,7 +93,8 @@ def main() -> None:
     record(__file__, [Row(
         "reading a run's recovery record (job check with run_dir, once per tick; 200 entries), CPU",
         "", "the heartbeats probe a log_stale check starts each tick, interleaved",
-        f"{ms('recovery dump (ours)')} vs {ms('heartbeats probe')}; python -c pass {ms('python -c pass')}",
+        f"{ms('recovery dump (ours)')} when changed, {ms('unchanged: newest probe')} when not; vs "
+        f"{ms('heartbeats probe')}; python -c pass {ms('python -c pass')}",
         ".venv/bin/python benchmarks/recovery_read.py")])
 
 

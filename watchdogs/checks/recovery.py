@@ -7,18 +7,17 @@ the running job is recorded as its suspect.
 The record lies in the run folder, often on NFS: it is read and written only by trainguard's
 own CLI (`python -m trainguard.recovery dump|note|restart`) in a bounded child process, so a
 dead mount makes the lines say "not readable", never a hung tick. Enabled by the check's
-`run_dir` option.
+`run_dir` option. Reading it: watchdogs.checks.recoveryrecord.
 """
 from __future__ import annotations
 
 import contextlib
-import json
-import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from watchdogs.checks.recoveryrecord import Record, cli, read_if_changed
 from watchdogs.errors import SlurmError
 from watchdogs.fsprobe.bounded import FsError, run_bounded
 from watchdogs.result import CheckResult, Notice, Status
@@ -36,60 +35,12 @@ FIRST_LOOK_BACK_S = 3600.0   # restarts a first look still tells
 KEEP_DRAINED = 50
 
 
-@dataclass(frozen=True)
-class Record:
-    entries: tuple[Mapping[str, Any], ...]
-    problems: tuple[str, ...]
-    excluded: tuple[tuple[str, str], ...]   # (node, why) the policy excludes now
-    summary: str                             # the newest "what happened, what was done"
-    error: str = ""                          # why it could not be read at all
-    # The suspect and storm policy the job ran with (trainguard.recovery.policy's fields),
-    # and why the defaults stand in for it ("" when the record names it).
-    policy: Mapping[str, Any] | None = None
-    policy_source: str = ""
-
-    def refusal(self, job_id: str) -> Mapping[str, Any] | None:
-        """The exclusion Slurm refused for this job's latest requeue, unless a requeue since."""
-        for e in reversed(self.entries):
-            if str(e.get("job", "")) != job_id:
-                continue
-            if e.get("kind") == "exclusion_refused":
-                return e
-            if e.get("kind") == "restart" and e.get("restart") == "requeue":
-                # Recorded just before its requeue: newer than the refusal, it is a later
-                # requeue whose exclusion held (else its own refusal would come after it).
-                return None
-        return None
-
-    def storm(self, job_id: str) -> Mapping[str, Any] | None:
-        """The storm that ended this job's chain, if its record says so."""
-        return next((e for e in reversed(self.entries) if e.get("kind") == "storm"
-                     and str(e.get("job", "")) == job_id), None)
-
-
-def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "trainguard.recovery", *args]
-
-
-def read(run_dir: Path, timeout: float) -> Record:
-    try:
-        data = json.loads(run_bounded(_cli("dump", "--run-dir", str(run_dir)), timeout,
-                                      f"recovery record in {run_dir}"))
-        return Record(tuple(data["entries"]), tuple(data["problems"]),
-                      tuple((str(x["node"]), str(x["why"])) for x in data["excluded"]),
-                      str(data["summary"]), "", data.get("policy"), str(data.get("policy_source", "")))
-    except FsError as exc:
-        return Record((), (), (), "", str(exc))
-    except (ValueError, KeyError, TypeError) as exc:
-        return Record((), (), (), "", f"recovery record in {run_dir}: unreadable answer ({exc})")
-
-
 def record_for(check: JobCheck, ctx: TickContext) -> Record | None:
     """This tick's reading of the check's run folder (read once), or None without one."""
     run_dir = check.opts.get("run_dir")
     if run_dir is None:
         return None
-    return ctx.shared(f"recovery:{run_dir}", lambda: read(run_dir, check.opts["probe_timeout"]))
+    return ctx.shared(f"recovery:{run_dir}", lambda: read_if_changed(check, ctx, Path(run_dir)))
 
 
 def lines(record: Record | None, job_id: str) -> list[str]:
@@ -197,7 +148,7 @@ def _note(check: JobCheck, job_id: str, node: str, row: NodeRow) -> bool:
     # The one write of this module, by trainguard's own CLI in a bounded child.
     detail = f"drained while the job ran: {row.reason or row.state}"
     try:
-        run_bounded(_cli("note", "--policy-from-record", "--run-dir", str(check.opts["run_dir"]),
+        run_bounded(cli("note", "--policy-from-record", "--run-dir", str(check.opts["run_dir"]),
                          "--job", job_id, "--cause", "drained", "--nodes", node, "--detail", detail),
                     check.opts["probe_timeout"], f"recording suspect {node}")
     except FsError:
@@ -260,7 +211,7 @@ def count_restart(check: JobCheck, job_id: str, cause: str, node: str, excluded:
     if run_dir is None:
         return
     with contextlib.suppress(FsError):
-        run_bounded(_cli("restart", "--policy-from-record", "--run-dir", str(run_dir), "--job", job_id,
+        run_bounded(cli("restart", "--policy-from-record", "--run-dir", str(run_dir), "--job", job_id,
                          "--kind", "resubmit",
                          "--cause", cause, "--excluded", ",".join(excluded),
                          *(["--node", node] if node else [])),
