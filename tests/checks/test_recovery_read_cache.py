@@ -40,7 +40,8 @@ def test_the_record_is_read_again_only_when_it_changed_or_its_reading_is_old(
     start = datetime.now().astimezone()
 
     def look(after_s: float) -> Record:
-        return read_if_changed(check, TickContext(start + timedelta(seconds=after_s), store, [], None, None), run)
+        ctx = TickContext(start + timedelta(seconds=after_s), store, [], None, None)
+        return read_if_changed(check, ctx, run)
 
     first = look(0)
     assert len(reads) == 1 and [e["kind"] for e in first.entries] == ["suspect"]
