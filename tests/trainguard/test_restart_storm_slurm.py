@@ -113,3 +113,24 @@ def test_five_quick_rank_deaths_end_the_chain_with_one_page_listing_each_restart
     assert [when for when, *_ in history] == sorted(when for when, *_ in history)
     # Judged by the job's policy (no exclusion by count), not the watchdog's defaults.
     assert "excluded from the next start" not in text and "recovery policy:" not in text, context
+
+
+@pytest.mark.xfail(strict=True, reason="trainguard/inplace.py (owned by the nodefail helper): when "
+                   "a rank other than 0 dies, rank 0's exception writes exit 1 to the exit file, "
+                   "which the template takes over srun's 137, and `after` calls 1 an answer, not a "
+                   "fault; the peer's `stopping` record also makes its node a suspect")
+@pytest.mark.timeout(180)
+def test_a_peer_rank_killed_outright_is_a_dead_rank_on_its_own_node(cluster: Cluster, tmp_path: Path) -> None:
+    run, out = tmp_path / "run", tmp_path / "out.log"
+    job = cluster.sbatch(REQUEUE_SCRIPT, *TRAIN[:-4], "--kill-rank", "1", "--kill-after", "10",
+                         env={"RUN_DIR": str(run), **ENV, "TRAINGUARD_STORM_RESTARTS": "2"},
+                         sbatch_args=("-p", "spare", "-N", "3", "--ntasks-per-node=1", "-o", str(out)))
+    cluster.wait_state(job, ("FAILED", "COMPLETED", "CANCELLED"), timeout=150)
+    log = out.read_text()
+    first_set = re.search(r"training step on (\S+) \(in-place restart 0\)", log)
+    assert first_set, log[-3000:]
+    rank0, rank1 = sh("scontrol", "show", "hostnames", first_set.group(1)).split()
+    assert "restarting in place on" in log, log[-3000:]
+    summaries = re.findall(r"train-requeue\[\d+\]: summary=(.*)$", log, re.MULTILINE)
+    assert summaries and summaries[0].startswith(f"a rank on {rank1} died at step "), summaries
+    assert rank0 not in summaries[0].split(";")[0], summaries[0]
