@@ -250,3 +250,19 @@ def test_cli_exclude_asks_the_real_partition_and_refuses_to_leave_too_few(slurm_
     assert "leave 1 usable node of the partition's 2, and the job needs 2" in refused["why"]
     unknown = answer(cli("exclude", "--run-dir", run, "--partition", "nosuch", "--need", "1", env=env))
     assert unknown["exclude"] == "" and "not excluding: cannot tell how many nodes" in unknown["why"]
+
+
+def test_the_policy_a_record_names_is_its_newest_and_the_defaults_stand_in_saying_so() -> None:
+    from trainguard.recovery.policy import NO_POLICY, recorded, to_fields
+    from trainguard.restarts import StormPolicy
+    from trainguard.suspects import SuspectPolicy
+
+    old = to_fields(SuspectPolicy(limit=3), StormPolicy(restarts=4))
+    new = to_fields(SuspectPolicy(limit=0), StormPolicy(restarts=2, window=600.0))
+    found = recorded([{"kind": "suspect", "policy": old}, {"kind": "restart", "policy": new},
+                      {"kind": "plan"}])
+    assert (found.suspect.limit, found.storm.restarts, found.storm.window, found.source) == (0, 2, 600.0, "")
+    bare = recorded([{"kind": "suspect"}])
+    assert bare.suspect == SuspectPolicy() and bare.storm == StormPolicy() and bare.source == NO_POLICY
+    broken = recorded([{"kind": "restart", "policy": {"storm_restarts": "many"}}])
+    assert broken.storm == StormPolicy() and broken.source.startswith("the record's policy is unreadable")
