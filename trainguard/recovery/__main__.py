@@ -57,6 +57,7 @@ def _parser() -> argparse.ArgumentParser:
     for s in (pl, ex):
         s.add_argument("--need", required=True, type=_positive, help="nodes the training needs")
         s.add_argument("--job", default=job)
+        s.add_argument("--down", default="", help="failed nodes: left out whatever the policy")
     rs = sub.add_parser("restart", help="record a restart; exit 6 on a restart storm")
     rs.add_argument("--job", required=True)
     rs.add_argument("--kind", required=True, choices=restarts.KINDS)
@@ -120,7 +121,7 @@ def _plan(args: argparse.Namespace, cfg: GuardConfig) -> int:
         allocation = hostlist.expand(args.allocation)
     except ValueError as exc:
         return _fail(2, f"--allocation {args.allocation!r}: {exc}")
-    answer = plan.in_place(allocation, args.need, _verdicts(args, cfg))
+    answer = plan.in_place(allocation, args.need, _verdicts(args, cfg), _down(args))
     _remember(args.run_dir, "plan", f"plan for job {args.job or '?'}: {answer.why}",
               {"job": args.job, "use": list(answer.use), "exclude": list(answer.exclude),
                "spares_left": answer.spares_left, "enough": answer.enough})
@@ -130,9 +131,10 @@ def _plan(args: argparse.Namespace, cfg: GuardConfig) -> int:
 
 def _exclude(args: argparse.Namespace, cfg: GuardConfig) -> int:
     verdicts = _verdicts(args, cfg)
-    if any(v.excluded for v in verdicts):
+    if any(v.excluded for v in verdicts) or _down(args):
         try:
-            answer = plan.for_partition(plan.partition_nodes(args.partition), args.need, verdicts)
+            answer = plan.for_partition(plan.partition_nodes(args.partition), args.need, verdicts,
+                                        _down(args))
         except SlurmError as exc:
             answer = plan.Exclusion((), f"not excluding: cannot tell how many nodes the partition "
                                         f"has ({exc}), and excluding on doubt may leave too few")
@@ -142,6 +144,10 @@ def _exclude(args: argparse.Namespace, cfg: GuardConfig) -> int:
               {"job": args.job, "exclude": list(answer.exclude)})
     _out(answer.lines())
     return 0
+
+
+def _down(args: argparse.Namespace) -> list[str]:
+    return [n for n in args.down.split(",") if n]
 
 
 def _remember(run_dir: Path, kind: str, text: str, fields: dict[str, object]) -> None:
