@@ -208,7 +208,7 @@ def _after(args: argparse.Namespace) -> int:
         # A rank that ended for the hang broke a peer's collective, and that peer's code
         # (1, an exception) reached us first: still the hang.
         cause = "hang"
-    if cause is None:
+    if cause is None or lost.ending:
         sys.stdout.write(Decision("", allocation=remaining).lines())
         return 0
     if lost.nodes:

@@ -31,6 +31,7 @@ class Lost:
     nodes: tuple[str, ...]
     remaining: tuple[str, ...]          # the allocation without them
     details: tuple[str, ...]            # one per node, e.g. "NODE_FAIL: down, not responding"
+    ending: bool = False                # the job itself is ending (a scancel): no node failure
 
 
 def state_words(state: str) -> tuple[str, ...]:
@@ -66,20 +67,19 @@ def failure_step(beats: Sequence[Heartbeat], job: str, nodes: Sequence[str]) -> 
     return min(steps, default=-1)
 
 
-def job_nodes(job: str, run: Runner = run_slurm) -> list[str] | None:
-    """The job's node list now (one `scontrol show job`); None when it cannot be told."""
+def job_nodes(job: str, run: Runner = run_slurm) -> tuple[str, list[str] | None]:
+    """The job's state and node list now (one `scontrol show job`); None: cannot be told."""
     try:
         text = run(["scontrol", "show", "job", "-o", job]).stdout
     except SlurmError:
-        return None
-    for item in text.split():
-        if item.startswith("NodeList="):
-            value = item.split("=", 1)[1]
-            try:
-                return hostlist.expand(value) if value not in ("", "(null)") else None
-            except ValueError:
-                return None
-    return None
+        return "", None
+    fields = dict(item.split("=", 1) for item in text.split() if "=" in item)
+    value = fields.get("NodeList", "")
+    try:
+        nodes = hostlist.expand(value) if value not in ("", "(null)") else None
+    except ValueError:
+        nodes = None
+    return fields.get("JobState", ""), nodes
 
 
 def node_states(nodes: Sequence[str], run: Runner = run_slurm) -> dict[str, str]:
@@ -95,5 +95,9 @@ def node_states(nodes: Sequence[str], run: Runner = run_slurm) -> dict[str, str]
 
 
 def look(job: str, allocation: Sequence[str], run: Runner = run_slurm) -> Lost:
-    """Ask Slurm (one scontrol, one sinfo) which nodes of the allocation failed."""
-    return lost_nodes(allocation, job_nodes(job, run), node_states(allocation, run))
+    """Ask Slurm (one scontrol, one sinfo) which nodes of the allocation failed. A job that
+    is no longer RUNNING (a scancel, a time limit: its nodes are being released) lost none."""
+    state, current = job_nodes(job, run)
+    if state not in ("", "RUNNING"):
+        return Lost((), tuple(allocation), (), ending=True)
+    return lost_nodes(allocation, current, node_states(allocation, run))

@@ -54,7 +54,8 @@ def power_loss() -> Iterator[Callable[[str], None]]:
 
 def back_in_service(node: str) -> None:
     # ReturnToService=2: the node returns by itself once its slurmd registers again.
-    wait_for(lambda: node_state(node) == "idle", 120, 0.5, f"{node} back in service (now {node_state(node)!r})")
+    wait_for(lambda: node_state(node) == "idle", 120, 0.5,
+             f"{node} back in service (now {node_state(node)!r})")
 
 
 def reference(cluster: Cluster, tmp_path: Path, env: dict[str, str]) -> tuple[str, Path]:
@@ -112,7 +113,8 @@ def test_with_a_spare_a_failed_node_restarts_the_training_in_the_same_job_on_the
     assert cluster.state(job) == "COMPLETED" and cluster.field(job, "Restarts") == "0", log[-3000:]
     assert len(runs_in_accounting(job)) == 1, runs_in_accounting(job)
     second = steps_in_accounting(job).get(f"{job}.1", "")
-    assert second and failed not in hostnames(second) and len(hostnames(second)) == 2, steps_in_accounting(job)
+    assert second and failed not in hostnames(second) and len(hostnames(second)) == 2, \
+        steps_in_accounting(job)
     assert "requeueing" not in log.replace("not requeueing", "")
     # The run's record: the failed node, cause node_fail, what Slurm said.
     mine = [s for s in suspicions(run) if s["node"] == failed]
@@ -122,8 +124,8 @@ def test_with_a_spare_a_failed_node_restarts_the_training_in_the_same_job_on_the
     summary = re.search(r"summary=(.*)", log)
     assert summary, log[-3000:]
     assert re.match(rf"{failed} failed at step [\d,]+ \(NODE_FAIL: [^)]*\); {failed} excluded; "
-                    rf"training resumed at \d\d:\d\d on {restarted.group(1)} from step [\d,]+", summary.group(1)), \
-        summary.group(1)
+                    rf"training resumed at \d\d:\d\d on {restarted.group(1)} from step [\d,]+",
+                    summary.group(1)), summary.group(1)
     cluster.wait_state(ref, ("COMPLETED",), timeout=90)
     expected = digests(ref_out.read_text())
     assert len(expected) == 1 and digests(log) == expected, log[-3000:]
