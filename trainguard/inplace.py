@@ -51,6 +51,7 @@ class Failure:
     nodes: tuple[str, ...]       # the nodes of the ranks that stopped (frozen or dead), or failed
     step: int                    # the lowest step those ranks reached
     details: tuple[str, ...] = ()  # node_fail: what Slurm said of each node
+    at: float | None = None      # node_fail: about when (the failed ranks' last heartbeat)
     down: tuple[str, ...] = ()   # node_fail: nodes left out whatever the suspect policy
 
 
@@ -153,7 +154,8 @@ def decide(s: Situation, failure: Failure, checkpoint: int, recovery: Recovery) 
         [(",".join(failure.nodes), "")] if failure.nodes else []
     for nodes, detail in groups:
         _ask(recovery, ["note", *run, "--cause", failure.cause, "--nodes", nodes,
-                        "--step", str(failure.step), *(("--detail", detail) if detail else ())])
+                        "--step", str(failure.step), *(("--detail", detail) if detail else ()),
+                        *(("--at", f"{failure.at:.3f}") if failure.at is not None else ())])
     down = ("--down", ",".join(failure.down)) if failure.down else ()
     kind, use, exclude = "requeue", "", ""
     if s.restart < s.limit:
@@ -212,8 +214,8 @@ def _after(args: argparse.Namespace) -> int:
         sys.stdout.write(Decision("", allocation=remaining).lines())
         return 0
     if lost.nodes:
-        failure = Failure(cause, lost.nodes, nodefail.failure_step(seen, args.job, lost.nodes),
-                          lost.details, lost.nodes)
+        step, at = nodefail.when(seen, args.job, lost.nodes)
+        failure = Failure(cause, lost.nodes, step, lost.details, at, lost.nodes)
         say(f"the training step ended by a node failure (exit {args.rc}): " +
             "; ".join(f"{n} {d}" for n, d in zip(lost.nodes, lost.details, strict=True)) +
             f"; the job still has {remaining or 'no node'}")

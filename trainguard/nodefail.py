@@ -61,10 +61,13 @@ def lost_nodes(allocation: Sequence[str], current: Sequence[str] | None,
     return Lost(tuple(failed), tuple(n for n in allocation if n not in failed), tuple(details))
 
 
-def failure_step(beats: Sequence[Heartbeat], job: str, nodes: Sequence[str]) -> int:
-    """The last step the failed nodes' ranks reported (-1: none reported)."""
-    steps = [b.step for b in beats if b.job_id == job and b.host in nodes]
-    return min(steps, default=-1)
+def when(beats: Sequence[Heartbeat], job: str, nodes: Sequence[str]) -> tuple[int, float | None]:
+    """The step the run had reached when the nodes failed (the furthest rank's: the healthy
+    ranks went on until the failure stopped them; -1: no heartbeat), and the time of the
+    failed nodes' last heartbeat (about when they failed; None: none)."""
+    mine = [b for b in beats if b.job_id == job]
+    last = [b.time for b in mine if b.host in nodes]
+    return max((b.step for b in mine), default=-1), max(last) if last else None
 
 
 def job_nodes(job: str, run: Runner = run_slurm) -> tuple[str, list[str] | None]:

@@ -47,6 +47,7 @@ def _parser() -> argparse.ArgumentParser:
     note.add_argument("--nodes", required=True, help="a Slurm host list")
     note.add_argument("--step", type=int, default=-1)
     note.add_argument("--detail", default="")
+    note.add_argument("--at", type=float, default=None, help="when it happened (epoch s; default: now)")
     note.set_defaults(run=_note)
     pl = sub.add_parser("plan", help="the allocation's nodes to restart on in place")
     pl.add_argument("--allocation", required=True, help="a Slurm host list ($SLURM_JOB_NODELIST)")
@@ -96,7 +97,8 @@ def _out(lines: Sequence[str]) -> None:
 def _note(args: argparse.Namespace, cfg: GuardConfig) -> int:
     try:
         nodes = hostlist.expand(args.nodes)
-        found = [suspects.Suspicion(n, args.cause, time.time(), args.job, args.step, args.detail)
+        at = time.time() if args.at is None else args.at
+        found = [suspects.Suspicion(n, args.cause, at, args.job, args.step, args.detail)
                  for n in nodes]
     except ValueError as exc:
         return _fail(2, f"--nodes {args.nodes!r}: {exc}")
