@@ -1,6 +1,6 @@
 """A node failure on the real cluster (issue 22): the templates submit with --no-kill, so a
-training node that loses power (its slurmd, slurmstepd and rank killed at once) does not end
-the job. With a spare, the training restarts in a new step of the same job on the two other
+training node that loses power (its slurmd stopped, its slurmstepd and rank frozen: silent, as
+a dead machine is) does not end the job. With a spare, the training restarts in a new step of the same job on the two other
 nodes, ends bit-identical to an uninterrupted run, and the run's record and the log's
 summary line name the failed node; without a spare, the job requeues excluding it, asking for
 its full node count again, and the next run avoids it."""
@@ -36,8 +36,8 @@ def node_state(node: str) -> str:
 
 @pytest.fixture
 def power_loss() -> Iterator[Callable[[str], None]]:
-    """Kills a node like a power loss (root's daemons: tests/privileged.py), and brings every
-    node it killed back to service afterwards, whatever the test did: the cluster is shared
+    """Fails a node like a power loss (root's daemons: tests/privileged.py), and brings every
+    node it failed back to service afterwards (its frozen processes die with the "reboot"), whatever the test did: the cluster is shared
     by the whole suite."""
     killed: list[str] = []
 
