@@ -214,7 +214,8 @@ def _after(args: argparse.Namespace) -> int:
         sys.stdout.write(Decision("", allocation=remaining).lines())
         return 0
     if lost.nodes:
-        step, at = nodefail.when(seen, args.job, lost.nodes)
+        step, last = nodefail.when(seen, args.job, lost.nodes)
+        at = nodefail.noted_at(Path(args.run_dir), args.job, lost.nodes, last)
         failure = Failure(cause, lost.nodes, step, lost.details, at, lost.nodes)
         say(f"the training step ended by a node failure (exit {args.rc}): " +
             "; ".join(f"{n} {d}" for n, d in zip(lost.nodes, lost.details, strict=True)) +

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
+from trainguard import suspects
 from trainguard._run import Reply, run_slurm
 from trainguard.errors import SlurmError
 from trainguard.heartbeat import Heartbeat
@@ -68,6 +70,18 @@ def when(beats: Sequence[Heartbeat], job: str, nodes: Sequence[str]) -> tuple[in
     mine = [b for b in beats if b.job_id == job]
     last = [b.time for b in mine if b.host in nodes]
     return max((b.step for b in mine), default=-1), max(last) if last else None
+
+
+def noted_at(run_dir: Path, job: str, nodes: Sequence[str], at: float | None) -> float | None:
+    """When to note the node failure. A node that goes silent is often seen first as a hang
+    (its peers wait for it) and noted as one, a moment after its last heartbeat: the failure's
+    note comes just after the run's newest note of the node, so the summary tells the failure
+    (its newest cause), timed from when the run first stopped; else at its last heartbeat."""
+    found, _ = suspects.read(run_dir)
+    newest = max((s.at for s in found if s.job == job and s.node in nodes), default=None)
+    if newest is None or (at is not None and at > newest):
+        return at
+    return newest + 0.001
 
 
 def job_nodes(job: str, run: Runner = run_slurm) -> tuple[str, list[str] | None]:
