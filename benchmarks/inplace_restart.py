@@ -67,7 +67,8 @@ def lines(path: Path) -> int:
 
 
 def node_state(node: str) -> str:
-    return sh("sinfo", "-h", "-N", "-n", node, "-o", "%t").strip()
+    # One line per partition of the node: the same state in each.
+    return ",".join(sorted(set(sh("sinfo", "-h", "-N", "-n", node, "-o", "%t").split())))
 
 
 def dev_cluster(*args: str) -> None:

@@ -1,9 +1,9 @@
 """A node failure on the real cluster (issue 22): the templates submit with --no-kill, so a
-training node that loses power (its slurmd stopped, its slurmstepd and rank frozen: silent, as
-a dead machine is) does not end the job. With a spare, the training restarts in a new step of the same job on the two other
-nodes, ends bit-identical to an uninterrupted run, and the run's record and the log's
-summary line name the failed node; without a spare, the job requeues excluding it, asking for
-its full node count again, and the next run avoids it."""
+training node that loses power (its slurmd stopped, its slurmstepd and rank frozen: silent,
+as a dead machine is) does not end the job. With a spare, the training restarts in a new step
+of the same job on the two other nodes, ends bit-identical to an uninterrupted run, and the
+run's record and the log's summary line name the failed node; without a spare, the job
+requeues excluding it, asking for its full node count again, and the next run avoids it."""
 from __future__ import annotations
 
 import json
@@ -31,14 +31,15 @@ def cluster_dir() -> str:
 
 
 def node_state(node: str) -> str:
-    return sh("sinfo", "-h", "-N", "-n", node, "-o", "%t", check=False).strip()
+    # One line per partition of the node: the same state in each.
+    return ",".join(sorted(set(sh("sinfo", "-h", "-N", "-n", node, "-o", "%t", check=False).split())))
 
 
 @pytest.fixture
 def power_loss() -> Iterator[Callable[[str], None]]:
     """Fails a node like a power loss (root's daemons: tests/privileged.py), and brings every
-    node it failed back to service afterwards (its frozen processes die with the "reboot"), whatever the test did: the cluster is shared
-    by the whole suite."""
+    node it failed back to service afterwards (its frozen processes die with the "reboot"),
+    whatever the test did: the cluster is shared by the whole suite."""
     killed: list[str] = []
 
     def kill(node: str) -> None:
@@ -119,9 +120,9 @@ def test_with_a_spare_a_failed_node_restarts_the_training_in_the_same_job_on_the
         steps_in_accounting(job)
     assert "requeueing" not in log.replace("not requeueing", "")
     # The run's record: the failed node, cause node_fail, what Slurm said.
-    mine = [s for s in suspicions(run) if s["node"] == failed]
-    assert [s["cause"] for s in mine] == ["node_fail"], suspicions(run)
-    assert "NODE_FAIL" in str(mine[0]["detail"]), mine
+    # (Its peers waited for the silent node: the hang they reported is there too.)
+    mine = [s for s in suspicions(run) if s["node"] == failed and s["cause"] == "node_fail"]
+    assert len(mine) == 1 and "NODE_FAIL" in str(mine[0]["detail"]), suspicions(run)
     # One line a tired reader understands: which node, what was done, where it went on.
     summary = re.search(r"summary=(.*)", log)
     assert summary, log[-3000:]
