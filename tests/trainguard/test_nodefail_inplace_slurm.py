@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import privileged, sh, wait_for
-from tests.trainguard.support import PYTHON, REQUEUE_SCRIPT, Cluster, wait_for_step
+from tests.trainguard.support import PYTHON, REQUEUE_SCRIPT, TORCHRUN_SCRIPT, Cluster, wait_for_step
 from tests.trainguard.test_hang_slurm import HANG_ENV, heartbeat
 from tests.trainguard.test_inplace_slurm import digests, hostnames
+from tests.trainguard.test_slurm_torchrun import PER_NODE, STEPS, four_rank_reference  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.slurm
 # Long enough that the node fails mid-training on a loaded machine (the hang tests' 260 end
@@ -159,3 +160,29 @@ def test_without_a_spare_a_failed_node_requeues_the_job_excluding_it_with_its_no
                      rf"job {job} requeued", log), log[-3000:]
     cluster.wait_state(ref, ("COMPLETED",), timeout=90)
     assert cluster.state(job) == "COMPLETED" and digests(log) == digests(ref_out.read_text()), log[-3000:]
+
+
+@pytest.mark.timeout(400)
+def test_torchrun_with_a_spare_a_failed_node_restarts_in_place_identical(
+        cluster: Cluster, tmp_path: Path, power_loss: Callable[[str], None],
+        four_rank_reference: subprocess.Popen[str]) -> None:  # noqa: F811 - the fixture imported above, by name
+    run, steps, out = tmp_path / "run", tmp_path / "steps", tmp_path / "out.log"
+    job = cluster.sbatch(TORCHRUN_SCRIPT, "--steps", str(STEPS), "--step-sleep", "0.03", "--save-every", "25",
+                         "--step-log", str(steps),
+                         sbatch_args=("-p", "spare", "-N", "3", "-c", str(PER_NODE), "-o", str(out)),
+                         env={"RUN_DIR": str(run), "NPROC_PER_NODE": str(PER_NODE), "TRAIN_NODES": "2",
+                              **HANG_ENV})
+    wait_for_step(steps, 60, timeout=120)
+    # A worker's node that is not the batch host (torchrun numbers the nodes as they meet).
+    batch = cluster.field(job, "BatchHost")
+    failed = next(h for h in (heartbeat(run, r, job).host for r in range(2 * PER_NODE)) if h != batch)
+    power_loss(failed)
+    cluster.wait_state(job, ("COMPLETED", "FAILED", "CANCELLED"), timeout=300)
+    log = out.read_text()
+    restarted = re.search(r"restarting in place on (\S+)", log)
+    assert restarted and failed not in hostnames(restarted.group(1)), log[-4000:]
+    assert cluster.field(job, "Restarts") == "0" and cluster.state(job) == "COMPLETED", log[-3000:]
+    assert re.search(rf"summary={failed} failed at step [\d,]+ \(NODE_FAIL: ", log), log[-3000:]
+    reference, err = four_rank_reference.communicate(timeout=120)
+    assert four_rank_reference.returncode == 0, err[-3000:]
+    assert len(digests(reference)) == 1 and digests(log) == digests(reference)
