@@ -51,7 +51,7 @@ class Failure:
     nodes: tuple[str, ...]       # the nodes of the ranks that stopped (frozen or dead), or failed
     step: int                    # the lowest step those ranks reached
     details: tuple[str, ...] = ()  # node_fail: what Slurm said of each node
-    at: float | None = None      # node_fail: about when (the failed ranks' last heartbeat)
+    at: float | None = None      # node_fail: when to note it (nodefail.noted_at)
     down: tuple[str, ...] = ()   # node_fail: nodes left out whatever the suspect policy
 
 
