@@ -13,6 +13,13 @@ budget floor 2 s, grace 1 s, a checkpoint every 25 steps; at step 40 rank 1 gets
            cluster add the queue wait).
 Measured from the SIGSTOP to the first step logged by the new run. The two alternate, one
 sample each in turn (interleaved).
+
+    ... benchmarks/inplace_restart.py --fault node --samples 3     # as root: a node fails
+
+`--fault node`: at step 40 rank 1's node fails like a power loss (`slurm/dev-cluster
+node-kill`: slurmd stopped, the node's step frozen), in place only (`-p spare -N 3`,
+TRAIN_NODES=2; the requeue path is the one measured above, plus Slurm's node-failure delay);
+measured from the node-kill to the first new step; the node is brought back after each sample.
 """
 from __future__ import annotations
 
@@ -59,7 +66,18 @@ def lines(path: Path) -> int:
     return path.read_text().count("\n") if path.exists() else 0
 
 
-def sample(kind: str) -> float:
+def node_state(node: str) -> str:
+    # One line per partition of the node: the same state in each.
+    return ",".join(sorted(set(sh("sinfo", "-h", "-N", "-n", node, "-o", "%t").split())))
+
+
+def dev_cluster(*args: str) -> None:
+    folder = str(Path(os.environ["SLURM_CONF"]).parent)
+    subprocess.run([sys.executable, str(REPO / "slurm" / "dev-cluster"), *args], check=True,
+                   stdout=subprocess.DEVNULL, env={**os.environ, "WATCHDOGS_CLUSTER_DIR": folder})
+
+
+def sample(kind: str, fault: str = "rank") -> float:
     with tempfile.TemporaryDirectory(dir="/tmp") as tmp:
         root = Path(tmp)
         run, steps, out = root / "run", root / "steps", root / "out.log"
@@ -76,8 +94,13 @@ def sample(kind: str) -> float:
         try:
             wait("step 40", lambda: lines(steps) >= 40, timeout=120)
             beat = json.loads((run / "heartbeat" / "rank-1.json").read_text())
-            os.kill(int(beat["pid"]), 19)           # SIGSTOP
-            stopped = time.monotonic()
+            if fault == "node":
+                failed = str(beat["host"])
+                stopped = time.monotonic()
+                dev_cluster("node-kill", failed)
+            else:
+                os.kill(int(beat["pid"]), 19)           # SIGSTOP
+                stopped = time.monotonic()
             wait("restart", lambda: RESTARTED[kind].search(out.read_text()), every=0.1)
             before = lines(steps)
             new_step = wait("a new step", lambda: lines(steps) > before)
@@ -86,12 +109,32 @@ def sample(kind: str) -> float:
             subprocess.run(["scancel", job], check=False)
             wait("job gone", lambda: state(job) in ("", "CANCELLED", "COMPLETED", "FAILED"), timeout=60,
                  every=0.5)
+            if fault == "node":
+                dev_cluster("node-start", failed)
+                wait("node back", lambda: node_state(failed) == "idle", timeout=120, every=0.5)
+
+
+def node_fault(samples: int) -> int:
+    values = [sample("inplace", "node") for _ in range(samples)]
+    print(f"{datetime.now():%Y-%m-%d %H:%M}, {samples} samples; seconds from the node-kill of rank 1's "
+          f"node to the first new step: " + " ".join(f"{v:.1f}" for v in values))
+    record(__file__.replace(".py", "_node.py"), [Row(
+        "a training node fails like a power loss (slurmd stopped, its step frozen; SlurmdTimeout "
+        "10 s), 2 gloo ranks, --no-kill: seconds to the first new training step in place on a spare "
+        "(sbatch -N 3, TRAIN_NODES=2)", "no requeue, no queue wait",
+        "a requeue: the frozen-rank requeue above plus Slurm's node-failure delay",
+        f"in place {spread(values).fmt(unit=' s', digits=1)}",
+        f"SLURM_CONF=... .venv/bin/python benchmarks/inplace_restart.py --fault node --samples {samples}")])
+    return 0
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--samples", type=int, default=5)
+    parser.add_argument("--fault", choices=("rank", "node"), default="rank")
     args = parser.parse_args()
+    if args.fault == "node":
+        return node_fault(args.samples)
     samples = interleave({"inplace": lambda: sample("inplace"), "requeue": lambda: sample("requeue")},
                          args.samples, warmup=0)
     print(f"{datetime.now():%Y-%m-%d %H:%M}, {args.samples} samples each, interleaved; seconds from "

@@ -5,6 +5,7 @@
     tests/privileged.py umount PATH
     tests/privileged.py node-stop CLUSTER_DIR NODE
     tests/privileged.py node-start CLUSTER_DIR NODE
+    tests/privileged.py node-kill CLUSTER_DIR NODE    # a power loss: slurmd and the node's steps
     tests/privileged.py give-away PATH        # chown to nobody: "another user's file"
     tests/privileged.py hung-mount PATH       # a FUSE mount nobody answers, until stdin closes
     tests/privileged.py scontrol CLUSTER_DIR update NodeName=N State=DRAIN Reason=...
@@ -164,7 +165,7 @@ def main(argv: list[str]) -> int:
     m.add_argument("--inodes", type=int)
     m.add_argument("--read-only", action="store_true")
     sub.add_parser("umount").add_argument("path")
-    for name in ("node-stop", "node-start"):
+    for name in ("node-stop", "node-start", "node-kill"):
         n = sub.add_parser(name)
         n.add_argument("cluster_dir")
         n.add_argument("node", choices=("node1", "node2", "node3"))
@@ -182,7 +183,7 @@ def main(argv: list[str]) -> int:
         mount_tmpfs(own_path(opts.path), opts.size, opts.inodes, opts.read_only)
     elif opts.cmd == "umount":
         subprocess.run(["umount", "-l", str(own_path(opts.path))], check=False)
-    elif opts.cmd in ("node-stop", "node-start"):
+    elif opts.cmd in ("node-stop", "node-start", "node-kill"):
         dev_cluster(opts.cluster_dir, opts.cmd, opts.node)
     elif opts.cmd == "scontrol":
         scontrol(opts.cluster_dir, opts.args)

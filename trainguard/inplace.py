@@ -5,7 +5,8 @@ ended (docs/recovery.md).
     python -m trainguard.inplace after --rc RC ...                    # relaunch, requeue or exit
     python -m trainguard.inplace reap --job J --pid SRUN --exit-file F  # end a step left behind
 
-`start` and `after` print `key=value` lines (action, code, use, exclude, restart, summary);
+`start` and `after` print `key=value` lines (action, code, use, exclude, restart, summary,
+allocation, lost);
 the templates read them with `while IFS='=' read -r k v`, never eval. What they say in words
 goes to stderr, i.e. the job's log.
 
@@ -15,6 +16,8 @@ the run's record (`python -m trainguard.recovery`, its owner), and the training 
 new job step on the allocation's other nodes, from the newest checkpoint, with no requeue.
 When no healthy spare is left, or after `--max` in-place restarts, it falls back to a requeue
 that excludes the suspects; a restart storm ends the chain with `trainguard.restarts`' code.
+A node that failed (sbatch --no-kill keeps the job; `trainguard.nodefail`) is noted with
+cause node_fail and left out of the next node set and the requeue whatever the policy.
 """
 from __future__ import annotations
 
@@ -24,25 +27,32 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from trainguard import nodefail
 from trainguard.causes import EXIT_REQUEUE
 from trainguard.heartbeat import Heartbeat, read_heartbeats
 from trainguard.precheck import EXIT_PRECHECK
-from trainguard.step_end import end_step, job_steps
+from trainguard.recovery import hostlist
+from trainguard.step_end import reap
 
 # A trainguard code that is an answer, not a fault: done (0), an exception (1: the same code
 # would raise again), no progress (3), cannot save (4), NaN loss (5), a storm (6), scancel (143).
 ANSWERS = (0, 1, 3, 4, 5, 6, 143)
+# Answers whatever happened to the nodes: done, no progress, cannot save, NaN loss, a storm.
+FINAL = (0, 3, 4, 5, 6)
 Recovery = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
 
 
 @dataclass(frozen=True)
 class Failure:
-    cause: str                   # trainguard.suspects' cause: "hang" or "rank_died"
-    nodes: tuple[str, ...]       # the nodes of the ranks that stopped (frozen or dead)
+    cause: str                   # trainguard.suspects' cause: "hang", "rank_died", "node_fail"
+    nodes: tuple[str, ...]       # the nodes of the ranks that stopped (frozen or dead), or failed
     step: int                    # the lowest step those ranks reached
+    details: tuple[str, ...] = ()  # node_fail: what Slurm said of each node
+    at: float | None = None      # node_fail: when to note it (nodefail.noted_at)
+    down: tuple[str, ...] = ()   # node_fail: nodes left out whatever the suspect policy
 
 
 @dataclass(frozen=True)
@@ -53,11 +63,13 @@ class Decision:
     exclude: str = ""
     restart: int = 0
     summary: str = ""
+    allocation: str = ""         # the nodes the job still has (after a node failure: fewer)
+    lost: str = ""               # the nodes the allocation lost (the requeue restores the count)
 
     def lines(self) -> str:
         return "".join(f"{k}={v}\n" for k, v in (("action", self.action), ("code", self.code),
                        ("use", self.use), ("exclude", self.exclude), ("restart", self.restart),
-                       ("summary", self.summary)))
+                       ("summary", self.summary), ("allocation", self.allocation), ("lost", self.lost)))
 
 
 def fault_cause(rc: int, why: str, signalled: bool) -> str | None:
@@ -138,19 +150,25 @@ class Situation:
 def decide(s: Situation, failure: Failure, checkpoint: int, recovery: Recovery) -> Decision:
     """Note the suspects, choose in place or requeue, record the restart (a storm ends it)."""
     run = ("--run-dir", str(s.run_dir), "--job", s.job)
-    if failure.nodes:
-        _ask(recovery, ["note", *run, "--cause", failure.cause, "--nodes", ",".join(failure.nodes),
-                        "--step", str(failure.step)])
+    groups = zip(failure.nodes, failure.details, strict=True) if failure.details else \
+        [(",".join(failure.nodes), "")] if failure.nodes else []
+    for nodes, detail in groups:
+        _ask(recovery, ["note", *run, "--cause", failure.cause, "--nodes", nodes,
+                        "--step", str(failure.step), *(("--detail", detail) if detail else ()),
+                        *(("--at", f"{failure.at:.3f}") if failure.at is not None else ())])
+    down = ("--down", ",".join(failure.down)) if failure.down else ()
     kind, use, exclude = "requeue", "", ""
     if s.restart < s.limit:
-        _, plan, _ = _ask(recovery, ["plan", *run, "--allocation", s.allocation, "--need", str(s.need)])
+        _, plan, _ = _ask(recovery, ["plan", *run, "--allocation", s.allocation, "--need", str(s.need),
+                                     *down])
         say(f"in-place plan: {plan.get('why', 'no answer')}")
         if plan.get("enough") == "yes" and plan.get("use"):
             kind, use = "inplace", plan["use"]
     else:
         say(f"{s.restart} in-place restarts already (TRAINGUARD_INPLACE_MAX={s.limit}): requeueing")
     if kind == "requeue":
-        _, ex, _ = _ask(recovery, ["exclude", *run, "--partition", s.partition, "--need", str(s.job_nodes)])
+        _, ex, _ = _ask(recovery, ["exclude", *run, "--partition", s.partition, "--need", str(s.job_nodes),
+                                   *down])
         exclude = ex.get("exclude", "")
         say(f"requeue: {ex.get('why', 'no answer')}")
     code, told, raw = _ask(recovery, ["restart", *run, "--kind", kind, "--cause", failure.cause,
@@ -181,22 +199,37 @@ def forget_step_heartbeats(folder: Path | None, job: str) -> None:
 def _after(args: argparse.Namespace) -> int:
     beats = Path(args.heartbeats) if args.heartbeats else None
     seen = read_heartbeats(beats) if beats else []
-    cause = fault_cause(args.rc, args.why, args.signalled == "1")
+    allocation = hostlist.expand(args.allocation)
+    # A failed node ends the step with any code (137 from srun, 1 from a peer whose collective
+    # broke, 140 from its hang): ask Slurm, unless the code is an answer whatever the nodes did.
+    asked = args.signalled == "0" and args.rc not in FINAL
+    lost = nodefail.look(args.job, allocation) if asked else nodefail.Lost((), tuple(allocation), ())
+    remaining = ",".join(lost.remaining)
+    cause = "node_fail" if lost.nodes else fault_cause(args.rc, args.why, args.signalled == "1")
     if cause is None and args.rc not in (0, 143) and args.signalled == "0" and hung(seen, args.job):
         # A rank that ended for the hang broke a peer's collective, and that peer's code
         # (1, an exception) reached us first: still the hang.
         cause = "hang"
-    if cause is None:
-        sys.stdout.write(Decision("").lines())
+    if cause is None or lost.ending:
+        sys.stdout.write(Decision("", allocation=remaining).lines())
         return 0
-    stopped = stopped_ranks(seen, args.job) if beats and cause != "precheck" else None
-    failure = Failure(cause, stopped.nodes if stopped else (), stopped.step if stopped else -1)
-    say(f"the training step ended by a fault ({cause}, exit {args.rc}); stopped rank(s) on "
-        f"{','.join(failure.nodes) or 'no node named by a heartbeat'}")
+    if lost.nodes:
+        step, last = nodefail.when(seen, args.job, lost.nodes)
+        at = nodefail.noted_at(Path(args.run_dir), args.job, lost.nodes, last)
+        failure = Failure(cause, lost.nodes, step, lost.details, at, lost.nodes)
+        say(f"the training step ended by a node failure (exit {args.rc}): " +
+            "; ".join(f"{n} {d}" for n, d in zip(lost.nodes, lost.details, strict=True)) +
+            f"; the job still has {remaining or 'no node'}")
+    else:
+        stopped = stopped_ranks(seen, args.job) if beats and cause != "precheck" else None
+        failure = Failure(cause, stopped.nodes if stopped else (), stopped.step if stopped else -1)
+        say(f"the training step ended by a fault ({cause}, exit {args.rc}); stopped rank(s) on "
+            f"{','.join(failure.nodes) or 'no node named by a heartbeat'}")
     situation = Situation(Path(args.run_dir), args.job, args.allocation, args.need, args.job_nodes,
                           args.partition, args.restart, args.max)
     checkpoint = newest_checkpoint(Path(args.checkpoints) if args.checkpoints else None)
-    decision = decide(situation, failure, checkpoint, recovery_cli)
+    decision = replace(decide(situation, failure, checkpoint, recovery_cli), allocation=remaining,
+                       lost=",".join(lost.nodes))
     if decision.action == "relaunch":
         forget_step_heartbeats(beats, args.job)
     sys.stdout.write(decision.lines())
@@ -216,29 +249,8 @@ def _start(args: argparse.Namespace) -> int:
 
 
 def _reap(args: argparse.Namespace) -> int:
-    """Rank 0 wrote its exit code and the step still runs after `grace`: a frozen peer whose
-    `scancel --signal=KILL` was lost. End it again, until Slurm shows it gone."""
-    exit_file, started = Path(args.exit_file), None
-    while _alive(args.pid):
-        if started is None and exit_file.exists():
-            started = time.monotonic()
-        if started is not None and time.monotonic() - started >= args.grace:
-            for step in job_steps(args.job):
-                say(f"rank 0 exited {args.grace:g} s ago and step {step} still runs: ending it")
-                say(end_step(step))
-            started = time.monotonic()
-        time.sleep(0.5)
+    reap(args.job, args.pid, Path(args.exit_file), args.grace, say)
     return 0
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -3,9 +3,11 @@ shows the step. Once, a single scancel was lost to a Slurm messaging error; the 
 stayed up and the run stalled until its time limit (issue 22)."""
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from trainguard._run import Reply, run_slurm
 from trainguard.errors import SlurmError
@@ -43,3 +45,29 @@ def end_step(step: str, run: Runner = _run, clock: Callable[[], float] = time.mo
             last = str(exc)
         tries += 1
         pause(2.0)
+
+
+def reap(job: str, pid: int, exit_file: Path, grace: float, say: Callable[[str], None]) -> None:
+    """Rank 0 wrote its exit code and the step still runs after `grace`: a frozen peer whose
+    `scancel --signal=KILL` was lost. End it again, until Slurm shows it gone; returns when
+    the step's srun (`pid`) has ended."""
+    started: float | None = None
+    while _alive(pid):
+        if started is None and exit_file.exists():
+            started = time.monotonic()
+        if started is not None and time.monotonic() - started >= grace:
+            for step in job_steps(job):
+                say(f"rank 0 exited {grace:g} s ago and step {step} still runs: ending it")
+                say(end_step(step))
+            started = time.monotonic()
+        time.sleep(0.5)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

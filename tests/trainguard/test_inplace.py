@@ -51,3 +51,38 @@ def test_slurm_requeues_a_preempted_job_itself_from_24_11_on() -> None:
                                          part, (26, 5))                       # not preempted
     assert not slurm_requeues_preemption(job, "PartitionName=low PreemptMode=CANCEL", (26, 5))
     assert not slurm_requeues_preemption(job, part, None)                     # unknown: ours
+
+
+def test_a_node_down_not_responding_or_gone_from_the_job_failed_and_is_said_so() -> None:
+    from trainguard.nodefail import lost_nodes, state_words
+    assert state_words("down*") == ("down", "not responding")
+    assert state_words("mix*") == ("not responding",)
+    assert state_words("alloc") == () and state_words("drain") == ()   # drained: still answers
+    lost = lost_nodes(["node1", "node2", "node3"], ["node1", "node3"],
+                      {"node1": "mix", "node2": "down*", "node3": "idle*"})
+    assert lost.nodes == ("node2", "node3") and lost.remaining == ("node1",)
+    assert lost.details == ("NODE_FAIL: down, not responding, removed from the job",
+                            "NODE_FAIL: not responding")
+    # Slurm could not be asked: no node is called failed on doubt.
+    assert lost_nodes(["node1", "node2"], None, {}).nodes == ()
+
+
+def test_the_failure_is_at_the_furthest_ranks_step_and_the_failed_nodes_last_heartbeat() -> None:
+    from trainguard.nodefail import when
+    beats = [Heartbeat(0, 66, "hung", 110.0, host="node1", job_id="7"),
+             Heartbeat(1, 49, "train", 100.0, host="node2", job_id="7"),
+             Heartbeat(1, 400, "train", 50.0, host="node2", job_id="6")]
+    assert when(beats, "7", ["node2"]) == (66, 100.0)
+    assert when([], "7", ["node2"]) == (-1, None)
+
+
+def test_a_failed_node_is_left_out_whatever_the_policy_and_only_when_the_partition_has_room() -> None:
+    from trainguard.recovery.plan import for_partition, in_place
+    plan = in_place(["node1", "node2", "node3"], 2, [], down=["node2"])
+    assert plan.enough and plan.use == ("node1", "node3") and plan.exclude == ("node2",)
+    assert plan.spares_left == 0 and "node2: failed" in plan.why
+    assert not in_place(["node1", "node2"], 2, [], down=["node2"]).enough
+    nodes = [("node1", "mix"), ("node2", "down*"), ("node3", "idle")]
+    assert for_partition(nodes, 2, [], down=["node2"]).exclude == ("node2",)
+    # Too few nodes left even without it: the job waits for the node rather than for ever.
+    assert for_partition(nodes[:2], 2, [], down=["node2"]).exclude == ()

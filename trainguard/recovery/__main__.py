@@ -52,6 +52,7 @@ def _parser() -> argparse.ArgumentParser:
     note.add_argument("--nodes", required=True, help="a Slurm host list")
     note.add_argument("--step", type=int, default=-1)
     note.add_argument("--detail", default="")
+    note.add_argument("--at", type=float, default=None, help="when it happened (epoch s; default: now)")
     note.set_defaults(run=_note)
     pl = sub.add_parser("plan", help="the allocation's nodes to restart on in place")
     pl.add_argument("--allocation", required=True, help="a Slurm host list ($SLURM_JOB_NODELIST)")
@@ -62,6 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     for s in (pl, ex):
         s.add_argument("--need", required=True, type=_positive, help="nodes the training needs")
         s.add_argument("--job", default=job)
+        s.add_argument("--down", default="", help="failed nodes: left out whatever the policy")
     rs = sub.add_parser("restart", help="record a restart; exit 6 on a restart storm")
     rs.add_argument("--job", required=True)
     rs.add_argument("--kind", required=True, choices=restarts.KINDS)
@@ -103,7 +105,8 @@ def _out(lines: Sequence[str]) -> None:
 def _note(args: argparse.Namespace, cfg: GuardConfig) -> int:
     try:
         nodes = hostlist.expand(args.nodes)
-        found = [suspects.Suspicion(n, args.cause, time.time(), args.job, args.step, args.detail)
+        at = time.time() if args.at is None else args.at
+        found = [suspects.Suspicion(n, args.cause, at, args.job, args.step, args.detail)
                  for n in nodes]
     except ValueError as exc:
         return _fail(2, f"--nodes {args.nodes!r}: {exc}")
@@ -129,7 +132,7 @@ def _plan(args: argparse.Namespace, cfg: GuardConfig) -> int:
         allocation = hostlist.expand(args.allocation)
     except ValueError as exc:
         return _fail(2, f"--allocation {args.allocation!r}: {exc}")
-    answer = plan.in_place(allocation, args.need, _verdicts(args, cfg))
+    answer = plan.in_place(allocation, args.need, _verdicts(args, cfg), _down(args))
     _remember(args.run_dir, "plan", f"plan for job {args.job or '?'}: {answer.why}",
               {"job": args.job, "use": list(answer.use), "exclude": list(answer.exclude),
                "spares_left": answer.spares_left, "enough": answer.enough})
@@ -139,9 +142,10 @@ def _plan(args: argparse.Namespace, cfg: GuardConfig) -> int:
 
 def _exclude(args: argparse.Namespace, cfg: GuardConfig) -> int:
     verdicts = _verdicts(args, cfg)
-    if any(v.excluded for v in verdicts):
+    if any(v.excluded for v in verdicts) or _down(args):
         try:
-            answer = plan.for_partition(plan.partition_nodes(args.partition), args.need, verdicts)
+            answer = plan.for_partition(plan.partition_nodes(args.partition), args.need, verdicts,
+                                        _down(args))
         except SlurmError as exc:
             answer = plan.Exclusion((), f"not excluding: cannot tell how many nodes the partition "
                                         f"has ({exc}), and excluding on doubt may leave too few")
@@ -151,6 +155,10 @@ def _exclude(args: argparse.Namespace, cfg: GuardConfig) -> int:
               {"job": args.job, "exclude": list(answer.exclude)})
     _out(answer.lines())
     return 0
+
+
+def _down(args: argparse.Namespace) -> list[str]:
+    return [n for n in args.down.split(",") if n]
 
 
 def _remember(run_dir: Path, kind: str, text: str, fields: dict[str, object]) -> None:

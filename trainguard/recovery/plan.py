@@ -35,12 +35,14 @@ class Exclusion:
         return [f"exclude={','.join(self.exclude)}", f"why={self.why}"]
 
 
-def in_place(allocation: Sequence[str], need: int, verdicts: Sequence[Verdict]) -> Plan:
-    """The nodes of the allocation to restart on, suspects left out."""
-    out = {v.node: v for v in verdicts if v.excluded}
+def in_place(allocation: Sequence[str], need: int, verdicts: Sequence[Verdict],
+             down: Sequence[str] = ()) -> Plan:
+    """The nodes of the allocation to restart on, suspects and failed (`down`) nodes left out:
+    a node that is down or gone from the job cannot be used, whatever the suspect policy."""
+    out = _reasons(verdicts, down)
     suspects = tuple(n for n in allocation if n in out)
     healthy = [n for n in allocation if n not in out]
-    reasons = "; ".join(out[n].why() for n in suspects)
+    reasons = "; ".join(out[n] for n in suspects)
     if len(healthy) < need:
         return Plan((), suspects, 0, False,
                     f"only {len(healthy)} of the allocation's {len(allocation)} nodes are not suspect "
@@ -51,21 +53,30 @@ def in_place(allocation: Sequence[str], need: int, verdicts: Sequence[Verdict]) 
     return Plan(tuple(healthy[:need]), suspects, left, True, why)
 
 
-def for_partition(nodes: Sequence[tuple[str, str]], need: int, verdicts: Sequence[Verdict]) -> Exclusion:
-    """The suspects to exclude from a requeue or resubmission: none when that would leave
-    fewer usable nodes in the partition than the job needs."""
-    out = [v for v in verdicts if v.excluded]
+def _reasons(verdicts: Sequence[Verdict], down: Sequence[str]) -> dict[str, str]:
+    """node -> why it is left out: the policy's suspects, then the failed nodes."""
+    out = {v.node: v.why() for v in verdicts if v.excluded}
+    for node in down:
+        out.setdefault(node, f"{node}: failed (down or gone from the job; not usable)")
+    return out
+
+
+def for_partition(nodes: Sequence[tuple[str, str]], need: int, verdicts: Sequence[Verdict],
+                  down: Sequence[str] = ()) -> Exclusion:
+    """The suspects and failed (`down`) nodes to exclude from a requeue or resubmission: none
+    when that would leave fewer usable nodes in the partition than the job needs."""
+    out = _reasons(verdicts, down)
     if not out:
         return Exclusion((), "no suspect node")
     names = {n for n, _ in nodes}
     usable = {n for n, state in nodes if usable_state(state)}
-    left = usable - {v.node for v in out}
-    reasons = "; ".join(v.why() for v in out)
+    left = usable - set(out)
+    reasons = "; ".join(out.values())
     if len(left) < need:
-        return Exclusion((), f"not excluding {','.join(v.node for v in out)} ({reasons}): that would "
+        return Exclusion((), f"not excluding {','.join(out)} ({reasons}): that would "
                              f"leave {len(left)} usable node{'s' if len(left) != 1 else ''} of the "
                              f"partition's {len(names)}, and the job needs {need}")
-    return Exclusion(tuple(v.node for v in out), f"excluded {reasons}; {len(left)} usable nodes left")
+    return Exclusion(tuple(out), f"excluded {reasons}; {len(left)} usable nodes left")
 
 
 def usable_state(state: str) -> bool:
