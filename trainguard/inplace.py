@@ -23,16 +23,22 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from trainguard import nodefail
-from trainguard.causes import EXIT_REQUEUE
-from trainguard.heartbeat import Heartbeat, read_heartbeats
+from trainguard.causes import EXIT_EXCEPTION, EXIT_REQUEUE
+from trainguard.heartbeat import Heartbeat, of_run, read_heartbeats
+from trainguard.inplace_io import (
+    Recovery,
+    ask,
+    forget_step_heartbeats,
+    newest_checkpoint,
+    recovery_cli,
+    say,
+)
 from trainguard.precheck import EXIT_PRECHECK
 from trainguard.recovery import hostlist
 from trainguard.step_end import reap
@@ -42,7 +48,6 @@ from trainguard.step_end import reap
 ANSWERS = (0, 1, 3, 4, 5, 6, 143)
 # Answers whatever happened to the nodes: done, no progress, cannot save, NaN loss, a storm.
 FINAL = (0, 3, 4, 5, 6)
-Recovery = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
 
 
 @dataclass(frozen=True)
@@ -88,51 +93,25 @@ def fault_cause(rc: int, why: str, signalled: bool) -> str | None:
 
 
 def stopped_ranks(beats: Sequence[Heartbeat], job: str) -> Failure | None:
-    """The ranks of `job` that neither reported a hang nor finished: frozen or dead."""
+    """The ranks of `job` that neither reported a hang, nor stopped on their own (`stopping`:
+    a peer that raised when the dead rank broke its collective), nor finished: frozen or dead."""
     mine = [b for b in beats if b.job_id == job]
-    gone = [b for b in mine if b.phase not in ("hung", "done")]
+    gone = [b for b in mine if b.phase not in ("hung", "done", "stopping")]
     if not gone:
         return None
     nodes = tuple(sorted({b.host for b in gone if b.host}))
     return Failure("", nodes, min(b.step for b in gone))
 
 
+def died_under_an_exception(rc: int, signalled: bool, beats: Sequence[Heartbeat], job: str) -> bool:
+    """Exit 1 (an exception) is the training's own answer, unless some rank of this run never
+    said it stopped: killed outright (SIGKILL, the OOM killer), its peers raised when their
+    collective broke, and one of them reported first. A bug raises on every rank instead."""
+    return rc == EXIT_EXCEPTION and not signalled and stopped_ranks(beats, job) is not None
+
+
 def hung(beats: Sequence[Heartbeat], job: str) -> bool:
     return any(b.job_id == job and b.phase == "hung" for b in beats)
-
-
-def kv(text: str) -> dict[str, str]:
-    """`key=value` lines (later keys win; lines without "=" are left out)."""
-    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
-
-
-def recovery_cli(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "trainguard.recovery", *argv], capture_output=True,
-                          text=True, timeout=120, check=False)
-
-
-def say(text: str) -> None:
-    print(f"{time.strftime('%F %T')} trainguard.inplace[{os.environ.get('SLURM_JOB_ID', '')}]: {text}",
-          file=sys.stderr, flush=True)
-
-
-def _ask(recovery: Recovery, argv: Sequence[str]) -> tuple[int, dict[str, str], str]:
-    done = recovery(argv)
-    if done.stderr.strip():
-        say(done.stderr.strip())
-    return done.returncode, kv(done.stdout), done.stdout
-
-
-def newest_checkpoint(root: Path | None) -> int:
-    if root is None:
-        return -1
-    try:
-        from trainguard.checkpoint import Checkpoints
-        latest = Checkpoints(root).latest()
-    except Exception as exc:  # noqa: BLE001 - a step for the record only; never block the restart
-        say(f"cannot read the checkpoints in {root}: {exc}")
-        return -1
-    return latest.step if latest is not None else -1
 
 
 @dataclass(frozen=True)
@@ -153,13 +132,13 @@ def decide(s: Situation, failure: Failure, checkpoint: int, recovery: Recovery) 
     groups = zip(failure.nodes, failure.details, strict=True) if failure.details else \
         [(",".join(failure.nodes), "")] if failure.nodes else []
     for nodes, detail in groups:
-        _ask(recovery, ["note", *run, "--cause", failure.cause, "--nodes", nodes,
+        ask(recovery, ["note", *run, "--cause", failure.cause, "--nodes", nodes,
                         "--step", str(failure.step), *(("--detail", detail) if detail else ()),
                         *(("--at", f"{failure.at:.3f}") if failure.at is not None else ())])
     down = ("--down", ",".join(failure.down)) if failure.down else ()
     kind, use, exclude = "requeue", "", ""
     if s.restart < s.limit:
-        _, plan, _ = _ask(recovery, ["plan", *run, "--allocation", s.allocation, "--need", str(s.need),
+        _, plan, _ = ask(recovery, ["plan", *run, "--allocation", s.allocation, "--need", str(s.need),
                                      *down])
         say(f"in-place plan: {plan.get('why', 'no answer')}")
         if plan.get("enough") == "yes" and plan.get("use"):
@@ -167,11 +146,11 @@ def decide(s: Situation, failure: Failure, checkpoint: int, recovery: Recovery) 
     else:
         say(f"{s.restart} in-place restarts already (TRAINGUARD_INPLACE_MAX={s.limit}): requeueing")
     if kind == "requeue":
-        _, ex, _ = _ask(recovery, ["exclude", *run, "--partition", s.partition, "--need", str(s.job_nodes),
+        _, ex, _ = ask(recovery, ["exclude", *run, "--partition", s.partition, "--need", str(s.job_nodes),
                                    *down])
         exclude = ex.get("exclude", "")
         say(f"requeue: {ex.get('why', 'no answer')}")
-    code, told, raw = _ask(recovery, ["restart", *run, "--kind", kind, "--cause", failure.cause,
+    code, told, raw = ask(recovery, ["restart", *run, "--kind", kind, "--cause", failure.cause,
                                       "--node", ",".join(failure.nodes), "--step", str(checkpoint)])
     summary = told.get("summary", "")
     if code != 0:
@@ -184,21 +163,11 @@ def decide(s: Situation, failure: Failure, checkpoint: int, recovery: Recovery) 
     return Decision("requeue", EXIT_REQUEUE, "", exclude, s.restart, summary)
 
 
-def forget_step_heartbeats(folder: Path | None, job: str) -> None:
-    # The old step's rank files would make its frozen rank look frozen in the new step too.
-    if folder is None:
-        return
-    for beat in read_heartbeats(folder):
-        if beat.job_id == job:
-            try:
-                (folder / f"rank-{beat.rank}.json").unlink(missing_ok=True)
-            except OSError as exc:
-                say(f"cannot remove the old heartbeat of rank {beat.rank}: {exc}")
-
-
 def _after(args: argparse.Namespace) -> int:
     beats = Path(args.heartbeats) if args.heartbeats else None
-    seen = read_heartbeats(beats) if beats else []
+    # This run's records only: an earlier run's `hung` or `stopping` would explain this end wrongly.
+    seen = of_run(read_heartbeats(beats), args.job, restart=int(os.environ.get("SLURM_RESTART_COUNT") or 0),
+                  inplace=args.restart) if beats else []
     allocation = hostlist.expand(args.allocation)
     # A failed node ends the step with any code (137 from srun, 1 from a peer whose collective
     # broke, 140 from its hang): ask Slurm, unless the code is an answer whatever the nodes did.
@@ -210,6 +179,8 @@ def _after(args: argparse.Namespace) -> int:
         # A rank that ended for the hang broke a peer's collective, and that peer's code
         # (1, an exception) reached us first: still the hang.
         cause = "hang"
+    if cause is None and died_under_an_exception(args.rc, args.signalled == "1", seen, args.job):
+        cause = "rank_died"
     if cause is None or lost.ending:
         sys.stdout.write(Decision("", allocation=remaining).lines())
         return 0
@@ -238,14 +209,36 @@ def _after(args: argparse.Namespace) -> int:
 
 def _start(args: argparse.Namespace) -> int:
     run = ("--run-dir", args.run_dir, "--job", args.job)
-    _, plan, _ = _ask(recovery_cli, ["plan", *run, "--allocation", args.allocation, "--need", str(args.need)])
+    _, plan, _ = ask(recovery_cli, ["plan", *run, "--allocation", args.allocation, "--need", str(args.need)])
     say(f"first node set: {plan.get('use', '') or 'the whole allocation'} ({plan.get('why', 'no answer')})")
     if plan.get("enough") == "yes" and plan.get("use"):
-        sys.stdout.write(Decision("relaunch", use=plan["use"]).lines())
+        decision = Decision("relaunch", use=plan["use"])
+    elif plan.get("enough") == "no":
+        decision = _start_short(args, run, [n for n in plan.get("exclude", "").split(",") if n])
     else:
-        sys.stdout.write(Decision("requeue" if plan.get("enough") == "no" else "",
-                                  exclude=plan.get("exclude", "")).lines())
+        decision = Decision("")
+    sys.stdout.write(decision.lines())
     return 0
+
+
+def _start_short(args: argparse.Namespace, run: Sequence[str], suspects: list[str]) -> Decision:
+    """Too few healthy nodes in this allocation: requeue without the suspects, counted as a
+    restart (a loop of such requeues ends as a storm), when the partition can spare them;
+    otherwise a requeue would be given them again: train here, suspects included."""
+    _, ex, _ = ask(recovery_cli, ["exclude", *run, "--partition", args.partition,
+                                   "--need", str(args.job_nodes)])
+    say(f"requeue: {ex.get('why', 'no answer')}")
+    if not ex.get("exclude"):
+        nodes = hostlist.expand(args.allocation)
+        use = [n for n in nodes if n not in suspects] + [n for n in nodes if n in suspects]
+        say(f"training on {','.join(use[:args.need])} anyway: a requeue could only get the same nodes")
+        return Decision("relaunch", use=",".join(use[:args.need]))
+    checkpoint = newest_checkpoint(Path(args.checkpoints) if args.checkpoints else None)
+    code, told, _ = ask(recovery_cli, ["restart", *run, "--kind", "requeue", "--cause", "suspects",
+                                        "--node", ",".join(suspects), "--step", str(checkpoint)])
+    if code != 0:
+        return Decision("exit", code, summary=told.get("summary", ""))
+    return Decision("requeue", EXIT_REQUEUE, exclude=ex["exclude"], summary=told.get("summary", ""))
 
 
 def _reap(args: argparse.Namespace) -> int:
@@ -262,15 +255,15 @@ def _parser() -> argparse.ArgumentParser:
         s.add_argument("--job", required=True)
         s.add_argument("--allocation", required=True, help="$SLURM_JOB_NODELIST")
         s.add_argument("--need", type=int, required=True, help="nodes the training uses")
+        s.add_argument("--job-nodes", type=int, required=True)
+        s.add_argument("--partition", required=True)
+        s.add_argument("--checkpoints", default="")
     after.add_argument("--rc", type=int, required=True)
     after.add_argument("--why", default="", help="the exit file's second line")
     after.add_argument("--signalled", choices=("0", "1"), default="0")
-    after.add_argument("--job-nodes", type=int, required=True)
-    after.add_argument("--partition", required=True)
     after.add_argument("--restart", type=int, default=0)
     after.add_argument("--max", type=int, default=3)
     after.add_argument("--heartbeats", default="")
-    after.add_argument("--checkpoints", default="")
     reap.add_argument("--job", required=True)
     reap.add_argument("--pid", type=int, required=True)
     reap.add_argument("--exit-file", required=True)

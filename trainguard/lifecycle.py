@@ -217,6 +217,9 @@ def after_exception(exc: BaseException, config: GuardConfig, saver: Saver, force
             ckpt = saver.save_alone(step, rank, distributed)
             if ckpt is not None:
                 log.info("trainguard: saved step %d to %s after the exception", step, ckpt.path)
+            elif distributed and rank == 0:
+                log.info("trainguard: not saving after the exception: the ranks agreed on no step "
+                         "(the newest agreed checkpoint is the one to resume from)")
         except Exception as save_exc:  # noqa: BLE001 - report the original exception, not the save's
             log.error("trainguard: saving after the exception failed: %s", save_exc)
     log_stop_line(Decision(Cause.EXCEPTION, action, frozenset({Cause.EXCEPTION})), step)

@@ -62,9 +62,12 @@ class Saver:
         self.margin = Margin(self.save_time, self.margin.safety, self.margin.steps_before_decision, True)
 
     def save_alone(self, step: int, rank: int, distributed: bool) -> Checkpoint | None:
-        """After an exception on this rank (its peers are elsewhere): rank 0 saves without
-        barriers; not when every rank writes its own shards (a partial sharded checkpoint)."""
-        if not self.due(step) or step < 0 or rank != 0 or (distributed and self.all_ranks):
+        """After an exception in a single-process run: save the last completed step.
+        Not in a distributed run: the ranks agreed on no step, and the exception may have struck
+        inside a collective (a peer that died), so the state is mid-step (its RNG and data
+        position already past `step`); resuming from it would not be bit-identical. The
+        newest agreed checkpoint stays the newest."""
+        if not self.due(step) or step < 0 or rank != 0 or distributed:
             return None
         assert self.checkpoints is not None and self.writer is not None
         ckpt = self.checkpoints.save(step, self.writer, all_ranks=False, collective=False)

@@ -3,7 +3,8 @@ when Slurm itself requeues a preempted job (trainguard.inplace, trainguard.reque
 from __future__ import annotations
 
 from trainguard.heartbeat import Heartbeat
-from trainguard.inplace import fault_cause, hung, kv, stopped_ranks
+from trainguard.inplace import died_under_an_exception, fault_cause, hung, stopped_ranks
+from trainguard.inplace_io import kv
 from trainguard.requeue import release, slurm_requeues_preemption
 
 HUNG_WHY = "hung at step 61 (train) with no progress for 2.2 s; NO checkpoint saved"
@@ -35,6 +36,19 @@ def test_the_ranks_neither_hung_nor_done_are_the_stopped_ones_of_this_job_only()
     assert stopped is not None and stopped.nodes == ("node2",) and stopped.step == 49
     assert hung(beats, "7") and not hung(beats, "6")
     assert stopped_ranks([beat(0, "done", "node1", 9)], "7") is None
+
+
+def test_exit_1_is_a_dead_rank_when_a_rank_never_said_it_stopped_and_an_answer_when_all_raised() -> None:
+    # rank 1 killed outright (still "train"); rank 0 raised when its collective broke.
+    killed = [beat(0, "stopping", "node1", 12), beat(1, "train", "node2", 12)]
+    assert died_under_an_exception(1, False, killed, "7")
+    stopped = stopped_ranks(killed, "7")
+    assert stopped is not None and stopped.nodes == ("node2",)     # not the peer that only raised
+    # A bug raises on every rank: the training's own answer, not restarted.
+    bug = [beat(0, "stopping", "node1", 12), beat(1, "stopping", "node2", 12)]
+    assert not died_under_an_exception(1, False, bug, "7") and stopped_ranks(bug, "7") is None
+    assert not died_under_an_exception(1, True, killed, "7")       # a stop was asked for
+    assert not died_under_an_exception(140, False, killed, "7")    # not an exception
 
 
 def test_key_value_lines_keep_a_value_with_equals_signs() -> None:

@@ -115,10 +115,6 @@ def test_five_quick_rank_deaths_end_the_chain_with_one_page_listing_each_restart
     assert "excluded from the next start" not in text and "recovery policy:" not in text, context
 
 
-@pytest.mark.xfail(strict=True, reason="trainguard/inplace.py (owned by the nodefail helper): when "
-                   "a rank other than 0 dies, rank 0's exception writes exit 1 to the exit file, "
-                   "which the template takes over srun's 137, and `after` calls 1 an answer, not a "
-                   "fault; the peer's `stopping` record also makes its node a suspect")
 @pytest.mark.timeout(180)
 def test_a_peer_rank_killed_outright_is_a_dead_rank_on_its_own_node(cluster: Cluster, tmp_path: Path) -> None:
     run, out = tmp_path / "run", tmp_path / "out.log"
