@@ -14,7 +14,8 @@ Guard settings come from TRAINGUARD_* (the batch script templates set them) and 
 Test hooks: `--raise-error --error-step N` raises at the start of step N; `--hang-step N`
 hangs at step N (first run of the job only), like a rank stuck in a collective;
 `--kill-rank R --kill-after N` makes rank R SIGKILL itself after N steps of every launch
-(each in-place restart and requeue too), like a rank the kernel's OOM killer ends.
+(each in-place restart and requeue too), like a rank the kernel's OOM killer ends; with
+`--kill-once`, only in the job's first launch.
 Training health: every step reports its loss and batch size (`guard.observe`) and its data
 comes through `guard.data(...)`; `--lr-jump-step N --lr-jump F` multiplies the learning
 rate by F from step N (the loss diverges to NaN), `--data-sleep S` makes the data loader
@@ -56,6 +57,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     # not by lack of progress).
     p.add_argument("--kill-rank", type=int, default=-1)
     p.add_argument("--kill-after", type=int, default=-1, help="steps of each launch before the kill")
+    p.add_argument("--kill-once", action="store_true",
+                   help="kill only in the job's first launch (no requeue, no in-place restart yet)")
     p.add_argument("--lr-jump-step", type=int, default=-1)
     p.add_argument("--lr-jump", type=float, default=1e30)
     p.add_argument("--data-sleep", type=float, default=0.0, help="seconds the data loader sleeps per batch")
@@ -199,6 +202,7 @@ def main(argv: list[str]) -> int:
         init_distributed(torch, rank, size)
     trainer = Trainer(torch, args, rank, size)
     first_run = int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0) == 0
+    first_launch = first_run and os.environ.get("TRAINGUARD_INPLACE_RESTART", "0") in ("", "0")
     step = -1
     with guard:
         first = guard.resume()
@@ -206,7 +210,8 @@ def main(argv: list[str]) -> int:
         for step in range(first, args.steps):
             if args.raise_error and step == args.error_step:
                 raise RuntimeError(f"injected error at step {step}")
-            if rank == args.kill_rank and step - first == args.kill_after:
+            killed_here = first_launch or not args.kill_once
+            if rank == args.kill_rank and step - first == args.kill_after and killed_here:
                 os.kill(os.getpid(), signal.SIGKILL)
             if step == args.hang_step and first_run:
                 time.sleep(10**6)     # a rank stuck in a collective: never reaches the poll point

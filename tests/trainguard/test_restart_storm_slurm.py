@@ -130,3 +130,26 @@ def test_a_peer_rank_killed_outright_is_a_dead_rank_on_its_own_node(cluster: Clu
     summaries = re.findall(r"train-requeue\[\d+\]: summary=(.*)$", log, re.MULTILINE)
     assert summaries and summaries[0].startswith(f"a rank on {rank1} died at step "), summaries
     assert rank0 not in summaries[0].split(";")[0], summaries[0]
+
+
+@pytest.mark.timeout(240)
+def test_a_peer_killed_once_restarts_in_place_and_ends_with_the_uninterrupted_digest(
+        cluster: Cluster, tmp_path: Path) -> None:
+    # The peer that raised when its collective broke is mid-step: it must not save (a save there
+    # would carry the step's data and RNG draws already made, and the resumed run would differ).
+    train = ("--steps", "60", "--step-sleep", "0.05", "--save-every", "4")
+    env = {k: v for k, v in ENV.items() if k != "TRAINGUARD_SUSPECT_LIMIT"}
+    ref_out, out = tmp_path / "ref.log", tmp_path / "out.log"
+    ref = cluster.sbatch(REQUEUE_SCRIPT, *train, env={**env, "RUN_DIR": str(tmp_path / "ref")},
+                         sbatch_args=("-p", "cpu", "-n", "2", "-o", str(ref_out)))
+    job = cluster.sbatch(REQUEUE_SCRIPT, *train, "--kill-rank", "1", "--kill-after", "10", "--kill-once",
+                         env={**env, "RUN_DIR": str(tmp_path / "run")},
+                         sbatch_args=("-p", "spare", "-N", "3", "--ntasks-per-node=1", "-o", str(out)))
+    cluster.wait_state(job, ("COMPLETED", "FAILED", "CANCELLED"), timeout=200)
+    log = out.read_text()
+    assert cluster.state(job) == "COMPLETED" and cluster.field(job, "Restarts") == "0", log[-3000:]
+    assert "(in-place restart 1)" in log and "(in-place restart 2)" not in log, log[-3000:]
+    cluster.wait_state(ref, ("COMPLETED",), timeout=120)
+    digest = re.compile(r"^digest ([0-9a-f]{64})$", re.MULTILINE)
+    expected = set(digest.findall(ref_out.read_text()))
+    assert len(expected) == 1 and set(digest.findall(log)) == expected, (expected, log[-3000:])
