@@ -3,11 +3,12 @@ shows the step. Once, a single scancel was lost to a Slurm messaging error; the 
 stayed up and the run stalled until its time limit (issue 22)."""
 from __future__ import annotations
 
-import os
 import re
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+
+import psutil
 
 from trainguard._run import Reply, run_slurm
 from trainguard.errors import SlurmError
@@ -52,7 +53,7 @@ def reap(job: str, pid: int, exit_file: Path, grace: float, say: Callable[[str],
     `scancel --signal=KILL` was lost. End it again, until Slurm shows it gone; returns when
     the step's srun (`pid`) has ended."""
     started: float | None = None
-    while _alive(pid):
+    while psutil.pid_exists(pid):
         if started is None and exit_file.exists():
             started = time.monotonic()
         if started is not None and time.monotonic() - started >= grace:
@@ -61,13 +62,3 @@ def reap(job: str, pid: int, exit_file: Path, grace: float, say: Callable[[str],
                 say(end_step(step))
             started = time.monotonic()
         time.sleep(0.5)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -33,10 +33,11 @@ def hostnames(hostlist: str) -> list[str]:
                           check=True).stdout.split()
 
 
-def reference(cluster: Cluster, tmp_path: Path, env: dict[str, str]) -> tuple[str, Path]:
+def reference(cluster: Cluster, tmp_path: Path, env: dict[str, str],
+              train: tuple[str, ...] = TRAIN) -> tuple[str, Path]:
     """The uninterrupted run, two ranks on the third node, at the same time."""
     out = tmp_path / "ref.log"
-    job = cluster.sbatch(REQUEUE_SCRIPT, *TRAIN, sbatch_args=("-p", "cpu", "-n", "2", "-o", str(out)),
+    job = cluster.sbatch(REQUEUE_SCRIPT, *train, sbatch_args=("-p", "cpu", "-n", "2", "-o", str(out)),
                          env={**env, "RUN_DIR": str(tmp_path / "ref")})
     return job, out
 

@@ -19,6 +19,7 @@ from tests.helpers import privileged, sh, wait_for
 from tests.trainguard.support import PYTHON, REQUEUE_SCRIPT, TORCHRUN_SCRIPT, Cluster, wait_for_step
 from tests.trainguard.test_hang_slurm import HANG_ENV, heartbeat
 from tests.trainguard.test_inplace_slurm import digests, hostnames
+from tests.trainguard.test_inplace_slurm import reference as two_rank_reference
 from tests.trainguard.test_slurm_torchrun import PER_NODE, STEPS, four_rank_reference  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.slurm
@@ -60,14 +61,6 @@ def back_in_service(node: str) -> None:
              f"{node} back in service (now {node_state(node)!r})")
 
 
-def reference(cluster: Cluster, tmp_path: Path, env: dict[str, str]) -> tuple[str, Path]:
-    """The uninterrupted run, two ranks on the third node, at the same time."""
-    out = tmp_path / "ref.log"
-    job = cluster.sbatch(REQUEUE_SCRIPT, *TRAIN, sbatch_args=("-p", "cpu", "-n", "2", "-o", str(out)),
-                         env={**env, "RUN_DIR": str(tmp_path / "ref")})
-    return job, out
-
-
 def runs_in_accounting(job: str) -> list[str]:
     """One line per run of the job (sacct -D lists the runs a requeue ended too)."""
     return sh("sacct", "-n", "-X", "-D", "-P", "-j", job, "-o", "JobID,State,NodeList").split()
@@ -99,7 +92,7 @@ def test_with_a_spare_a_failed_node_restarts_the_training_in_the_same_job_on_the
     run, steps, out = tmp_path / "run", tmp_path / "steps", tmp_path / "out.log"
     env = {"RUN_DIR": str(run), "TRAIN_LAUNCH": "srun", "MASTER_ADDR": "127.0.0.1", "TRAIN_NODES": "2",
            **HANG_ENV}
-    ref, ref_out = reference(cluster, tmp_path, env)
+    ref, ref_out = two_rank_reference(cluster, tmp_path, env, TRAIN)
     job = cluster.sbatch(REQUEUE_SCRIPT, *TRAIN, "--step-log", str(steps), env=env,
                          sbatch_args=("-p", "spare", "-N", "3", "--ntasks-per-node=1", "-o", str(out)))
     wait_for_step(steps, 60)
@@ -140,7 +133,7 @@ def test_without_a_spare_a_failed_node_requeues_the_job_excluding_it_with_its_no
         cluster: Cluster, tmp_path: Path, power_loss: Callable[[str], None]) -> None:
     run, steps, out = tmp_path / "run", tmp_path / "steps", tmp_path / "out.log"
     env = {"RUN_DIR": str(run), "TRAIN_LAUNCH": "srun", "MASTER_ADDR": "127.0.0.1", **HANG_ENV}
-    ref, ref_out = reference(cluster, tmp_path, env)
+    ref, ref_out = two_rank_reference(cluster, tmp_path, env, TRAIN)
     # Two nodes of the three-node partition: without the failed one, two are still usable.
     job = cluster.sbatch(REQUEUE_SCRIPT, *TRAIN, "--step-log", str(steps), env=env,
                          sbatch_args=("-p", "spare", "-N", "2", "--ntasks-per-node=1", "-o", str(out)))

@@ -15,6 +15,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import psutil
+
 from watchdogs.alerts import selfalerts
 from watchdogs.config import Config, load_config
 from watchdogs.config.sections import SCHEDULER
@@ -158,7 +160,7 @@ def remove_scratch(own_only: bool = True) -> int:
         try:
             if not pid.isdigit() or entry.lstat().st_uid != os.getuid() or not entry.is_dir():
                 continue
-            if int(pid) != os.getpid() and (own_only or _alive(int(pid))):
+            if int(pid) != os.getpid() and (own_only or psutil.pid_exists(int(pid))):
                 continue
             shutil.rmtree(entry)
             removed += 1
@@ -166,15 +168,6 @@ def remove_scratch(own_only: bool = True) -> int:
             LOG.warning("cannot remove the scratch state %s: %s", entry, exc)
     return removed
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def news(loaded: LoadedConfig, config: Config, working: list[str], disabled: dict[str, list[str]],
