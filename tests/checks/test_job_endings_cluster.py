@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.checks.conftest import tick, write_config
-from tests.helpers import accounted, job_state, privileged, sh, wait_for
+from tests.helpers import accounted, job_state, left_the_queue, privileged, sh, wait_for
 from tests.notifiers.fakes import SmtpServer
 from watchdogs.alerts import build_sink
 from watchdogs.result import Status
@@ -285,7 +285,9 @@ def test_lifecycle_notices_arrive_once_each_in_order(ended: Ended, tmp_path: Pat
             wait_for(running_again, timeout=60, interval=1.0, what="requeued job running again")
             look()
             sh("scancel", job)
-            wait_for(lambda: accounted(job), timeout=60, what="accounting has the end")
+            # 24.11+: accounting has the cancel while squeue still lists the job completing.
+            wait_for(lambda: accounted(job) and left_the_queue(job), timeout=60,
+                     what="accounting has the end and squeue let the job go")
             look()
             look()
         finally:
