@@ -152,3 +152,25 @@ def test_torchrun_with_a_spare_restarts_in_place_after_a_frozen_worker_identical
     reference, err = four_rank_reference.communicate(timeout=120)
     assert four_rank_reference.returncode == 0, err[-3000:]
     assert len(digests(reference)) == 1 and digests(log) == digests(reference)
+
+
+@pytest.mark.timeout(180)
+def test_a_start_among_suspects_the_partition_cannot_spare_trains_there_instead_of_requeueing(
+        cluster: Cluster, tmp_path: Path) -> None:
+    # Two of the partition's three nodes are suspects (a hang each, excluded at once), and the
+    # job holds all three: a requeue excluding them could never start, and one without the
+    # exclusion would get the same nodes. The template trains on them, the healthy one first.
+    run, out = tmp_path / "run", tmp_path / "out.log"
+    for node in ("node1", "node2"):
+        subprocess.run([PYTHON, "-m", "trainguard.recovery", "note", "--run-dir", str(run), "--job", "1",
+                        "--cause", "hang", "--nodes", node, "--step", "5"], check=True, capture_output=True)
+    env = {"RUN_DIR": str(run), "TRAIN_LAUNCH": "srun", "MASTER_ADDR": "127.0.0.1", "TRAIN_NODES": "2",
+           **HANG_ENV}
+    job = cluster.sbatch(REQUEUE_SCRIPT, "--steps", "20", env=env,
+                         sbatch_args=("-p", "spare", "-N", "3", "--ntasks-per-node=1", "-o", str(out)))
+    cluster.wait_state(job, ("COMPLETED", "FAILED", "CANCELLED"), timeout=150)
+    log = out.read_text()
+    assert cluster.state(job) == "COMPLETED" and cluster.field(job, "Restarts") == "0", log[-3000:]
+    assert "training on node3,node1 anyway: a requeue could only get the same nodes" in log, log[-3000:]
+    assert "training step on node3,node1 (in-place restart 0)" in log, log[-3000:]
+    assert "not excluding node1,node2" in log, log[-3000:]
