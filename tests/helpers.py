@@ -18,8 +18,12 @@ T = TypeVar("T")
 
 
 def sh(*argv: str, timeout: float = 30.0, check: bool = True) -> str:
-    """Run argv (never a shell string) and return stdout."""
-    return subprocess.run(argv, check=check, capture_output=True, text=True, timeout=timeout).stdout
+    """Run argv (never a shell string) and return stdout. A failure shows the command's stderr,
+    which CalledProcessError's message leaves out: CI keeps only the report."""
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    if check and done.returncode:
+        raise AssertionError(f"{argv!r} exited {done.returncode}: {done.stderr.strip()[-2000:]}")
+    return done.stdout
 
 
 def wait_for(predicate: Callable[[], T], timeout: float = 30.0, interval: float = 0.3,

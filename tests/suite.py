@@ -160,6 +160,17 @@ def tally(junit: Path) -> Tally:
     return total
 
 
+def failed_tests(junit: Path) -> list[str]:
+    """The ids of the failed tests of one pass: the matrix shows only a log's last lines, so
+    the closing lines name every failure, including one far up in the user pass."""
+    try:
+        root = ET.parse(junit).getroot()
+    except (OSError, ET.ParseError):
+        return []
+    return [f"{case.get('classname', '')}::{case.get('name', '')}" for case in root.iter("testcase")
+            if case.find("failure") is not None or case.find("error") is not None]
+
+
 def own_basetemp(args: list[str], who: str) -> list[str]:
     """A `--basetemp=DIR` becomes DIR-<who>, emptied first: the two passes (two users) must
     not share a folder that the other cannot delete, and the privileged helper mounts only
@@ -213,10 +224,13 @@ def main() -> int:
             say("not root: one pass as this user, without the tests that need root")
             codes = [run_pass(python, base + "not root", False, opts.pytest_args, junits[0])]
         total = sum((tally(j) for j in junits), Tally())
+        failed = [test for j in junits for test in failed_tests(j)]
     tally_file = os.environ.get("WATCHDOGS_SUITE_TALLY")
     if tally_file:  # the release matrix adds up its runs (slurm/dev-matrix)
         Path(tally_file).write_text(f"{total.passed} {total.failed} {total.skipped}\n")
     label = f"[{opts.label}]" if opts.label else ""
+    for test in failed:
+        print(f"suite{label}: FAILED {test}", flush=True)
     print(f"suite{label}: {total.passed} passed, {total.failed} failed, {total.skipped} skipped",
           flush=True)
     bad = [c for c in codes if c not in (0, NO_TESTS)]

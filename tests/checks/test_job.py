@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.checks.conftest import Jobs, tick, unreachable_conf, write_config
-from tests.helpers import accounted, job_state, wait_for
+from tests.helpers import accounted, job_state, sh, wait_for
 from watchdogs.result import Status
 from watchdogs.state.store import StateStore
 
@@ -118,10 +118,13 @@ def team() -> tuple[str, str, str]:
     """A Unix group `wdchk-six` with one listed member and one member by primary group."""
     if os.geteuid() != 0:
         pytest.skip("needs root to create users")
-    group, listed, primary = "wdchk-six", "wdchk-a", "wdchk-b"
-    subprocess.run(["groupadd", group], check=False, capture_output=True)
-    subprocess.run(["useradd", "-M", "-G", group, listed], check=False, capture_output=True)
-    subprocess.run(["useradd", "-M", "-g", group, primary], check=False, capture_output=True)
+    # Names of this process: the release matrix runs this test on three clusters at once, and
+    # one run's teardown must not delete the users another run is submitting as.
+    base = f"wdchk{os.getpid()}"
+    group, listed, primary = f"{base}-six", f"{base}-a", f"{base}-b"
+    sh("groupadd", group)
+    sh("useradd", "-M", "-G", group, listed)
+    sh("useradd", "-M", "-g", group, primary)
     yield group, listed, primary
     for user in (listed, primary):
         subprocess.run(["userdel", user], check=False, capture_output=True)
