@@ -280,6 +280,7 @@ class Guard:
         # TERM while finally blocks and atexit handlers run must not kill the process with
         # 138/143, or the batch script would not requeue a saved job).
         self._exiting = True
+        self.sensors.log_late_signals()
         self.finish(step, phase)
         if requeue and self.rank == 0:
             self.exits.requeue(self.job.job_id)

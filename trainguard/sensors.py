@@ -76,6 +76,16 @@ class Sensors:
                     self.term_at = min(self.term_at or now, self.signals.first_at)
         return mask
 
+    def log_late_signals(self) -> None:
+        """At the exit: name the signals that came after the stop was decided. Which ranks of
+        which nodes got a warning is what a reader of a multi-node run looks for; the stop
+        itself is the agreed one, so they change nothing."""
+        fresh = self.signals.pending & ~self.seen_signals
+        self.seen_signals |= fresh
+        for sig in signal.Signals:
+            if fresh & (1 << sig):
+                log.warning("trainguard: received %s after the stop was decided", sig.name)
+
     def _poll_files(self, now: float, wall: float) -> int:
         if self.files is None or now < self.next_files:
             return 0

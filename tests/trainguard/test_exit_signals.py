@@ -67,3 +67,30 @@ def test_signals_during_finally_and_atexit_after_the_guard_decided_to_exit_keep_
             proc.wait()
     assert proc.returncode == 140, out[-3000:]
     assert [p.name for p in (tmp_path / "ckpt").glob("step-*")] != [], out[-3000:]
+
+
+# The training: its save waits for the test's "go-save", so a signal lands after the decision.
+SLOW_SAVE = TRAINING.replace('save=lambda d: (d / "w").write_text("w")',
+                             'save=lambda d: (hold("save"), (d / "w").write_text("w"))')
+
+
+def test_a_signal_after_the_stop_was_decided_is_still_named_in_the_log(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(SLOW_SAVE))
+    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path)], env=train_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        _stage(tmp_path, proc, "training")
+        proc.send_signal(signal.SIGUSR1)                   # the warning: stop and save
+        _stage(tmp_path, proc, "waiting-save")
+        proc.send_signal(signal.SIGTERM)                   # Slurm's TERM, after the decision
+        for stage in ("save", "finally", "atexit"):
+            (tmp_path / f"go-{stage}").touch()
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "trainguard: received SIGUSR1 -> " in out, out[-3000:]
+    assert "trainguard: received SIGTERM after the stop was decided" in out, out[-3000:]
+    assert out.index("stopping after step") < out.index("SIGTERM after the stop"), out[-3000:]
