@@ -114,14 +114,21 @@ def sample(kind: str, fault: str = "rank") -> float:
                 wait("node back", lambda: node_state(failed) == "idle", timeout=120, every=0.5)
 
 
+def slurmd_timeout() -> str:
+    """The cluster's SlurmdTimeout (the node-failure delay is mostly Slurm noticing)."""
+    conf = Path(os.environ.get("SLURM_CONF", "/etc/slurm/slurm.conf"))
+    found = re.search(r"^SlurmdTimeout=(\d+)", conf.read_text(), re.MULTILINE) if conf.exists() else None
+    return f"{found[1]} s" if found else "Slurm's default"
+
+
 def node_fault(samples: int) -> int:
     values = [sample("inplace", "node") for _ in range(samples)]
     print(f"{datetime.now():%Y-%m-%d %H:%M}, {samples} samples; seconds from the node-kill of rank 1's "
           f"node to the first new step: " + " ".join(f"{v:.1f}" for v in values))
     record(__file__.replace(".py", "_node.py"), [Row(
         "a training node fails like a power loss (slurmd stopped, its step frozen; SlurmdTimeout "
-        "10 s), 2 gloo ranks, --no-kill: seconds to the first new training step in place on a spare "
-        "(sbatch -N 3, TRAIN_NODES=2)", "no requeue, no queue wait",
+        f"{slurmd_timeout()}), 2 gloo ranks, --no-kill: seconds to the first new training step "
+        "in place on a spare (sbatch -N 3, TRAIN_NODES=2)", "no requeue, no queue wait",
         "a requeue: the frozen-rank requeue above plus Slurm's node-failure delay",
         f"in place {spread(values).fmt(unit=' s', digits=1)}",
         f"SLURM_CONF=... .venv/bin/python benchmarks/inplace_restart.py --fault node --samples {samples}")])

@@ -210,7 +210,7 @@ def test_twenty_checks_with_ended_jobs_ask_accounting_once(ended: Ended, tmp_pat
 def test_a_node_failure_is_resubmitted_excluding_the_node(ended: Ended, tmp_path: Path,
                                                          store: StateStore) -> None:
     name, job = f"{ended.prefix}-nodefail", ended.ids["nodefail"]
-    wait_for(lambda: accounted(job), timeout=90, what="accounting has the node failure")
+    wait_for(lambda: accounted(job), timeout=150, what="accounting has the node failure")
     cfg = write_config(tmp_path, config(tmp_path, name, resubmit=script(tmp_path)))
     result = tick(cfg, store)[0]["train"]
     assert result.status is Status.WARNING, result.summary
