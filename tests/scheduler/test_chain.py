@@ -24,6 +24,10 @@ from watchdogs.state.store import StateStore
 pytestmark = pytest.mark.slurm
 SCRIPT = REPO / "slurm" / "cron-scheduler.slurm"
 PERIOD = 2.0
+# Two runs of an item are at least this far apart. Not 0.9 * PERIOD: under load one run
+# starts late and the next on its slot (seen: 2.25 s, then 1.70 s). A second run in one period
+# (a catch-up run twice, a double fire) comes at the next scheduler tick, 1 s, or sooner.
+MIN_GAP = PERIOD * 0.6
 
 
 def live_jobs(name: str) -> list[tuple[str, str, str]]:
@@ -82,7 +86,7 @@ def test_scheduler_job_runs_dropins_on_schedule_and_submits_slurm_ones(chain_sit
     assert item["summary"] == f"submitted job {item['job_id']}" and item["status"] == "OK"
     assert (site.root / f"dropin-{item['job_id']}.out").read_text() == "hello from the job\n"
     times = [float(t) for t in marks.read_text().split()]
-    assert all(b - a >= PERIOD * 0.9 for a, b in zip(times, times[1:], strict=False))  # on schedule
+    assert all(b - a >= MIN_GAP for a, b in zip(times, times[1:], strict=False)), times  # on schedule
     status = site.watchdogs("status").stdout
     assert f"running: job {first} (RUNNING)" in status
     assert "cron.hourly/tick" in status and "tick OK" in status
@@ -104,9 +108,9 @@ def test_scancel_starts_the_successor_which_catches_up_once(chain_site: Site) ->
     wait_for(lambda: [t for t in starts(site, "cron.hourly/tick") if t > cancelled][2:], timeout=30,
              what="three runs in the new instance")
     ticks = starts(site, "cron.hourly/tick")
-    assert all(b - a >= PERIOD * 0.9 for a, b in zip(ticks, ticks[1:], strict=False))  # never twice a period
+    assert all(b - a >= MIN_GAP for a, b in zip(ticks, ticks[1:], strict=False)), ticks  # once a period
     after = [t for t in ticks if t > cancelled]
-    assert after[1] - after[0] >= PERIOD * 0.9  # the catch-up ran once, then back on schedule
+    assert after[1] - after[0] >= MIN_GAP, after  # the catch-up ran once, then back on schedule
     slow = records(site).history("cron.hourly/slow")
     assert slow[-1]["summary"].startswith("interrupted")  # cut off by scancel: counts as not run...
     assert slow[0]["summary"] == "slow done" and slow[0]["started"] > cancelled  # ...and caught up
