@@ -6,6 +6,8 @@ import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from tests.helpers import wait_for
@@ -46,13 +48,24 @@ def _stage(root: Path, proc: subprocess.Popen[str], name: str) -> None:
     assert proc.poll() is None, f"died before {name}: {proc.returncode}"
 
 
-def test_signals_during_finally_and_atexit_after_the_guard_decided_to_exit_keep_code_140(
-        tmp_path: Path) -> None:
-    script = tmp_path / "train.py"
-    script.write_text(textwrap.dedent(TRAINING))
-    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path)], env=train_env(),
+@contextmanager
+def training(root: Path, source: str) -> Iterator[subprocess.Popen[str]]:
+    """The training running in its own process; killed if the test leaves it running."""
+    script = root / "train.py"
+    script.write_text(textwrap.dedent(source))
+    proc = subprocess.Popen([sys.executable, str(script), str(root)], env=train_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_signals_during_finally_and_atexit_after_the_guard_decided_to_exit_keep_code_140(
+        tmp_path: Path) -> None:
+    with training(tmp_path, TRAINING) as proc:
         _stage(tmp_path, proc, "training")
         proc.send_signal(signal.SIGUSR1)                   # the one that counts: save, exit 140
         for stage in ("finally", "atexit"):
@@ -61,10 +74,6 @@ def test_signals_during_finally_and_atexit_after_the_guard_decided_to_exit_keep_
             proc.send_signal(signal.SIGTERM)               # and Slurm's TERM arrives
             (tmp_path / f"go-{stage}").touch()
         out, _ = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert proc.returncode == 140, out[-3000:]
     assert [p.name for p in (tmp_path / "ckpt").glob("step-*")] != [], out[-3000:]
 
@@ -75,11 +84,7 @@ SLOW_SAVE = TRAINING.replace('save=lambda d: (d / "w").write_text("w")',
 
 
 def test_a_signal_after_the_stop_was_decided_is_still_named_in_the_log(tmp_path: Path) -> None:
-    script = tmp_path / "train.py"
-    script.write_text(textwrap.dedent(SLOW_SAVE))
-    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path)], env=train_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
+    with training(tmp_path, SLOW_SAVE) as proc:
         _stage(tmp_path, proc, "training")
         proc.send_signal(signal.SIGUSR1)                   # the warning: stop and save
         _stage(tmp_path, proc, "waiting-save")
@@ -87,10 +92,6 @@ def test_a_signal_after_the_stop_was_decided_is_still_named_in_the_log(tmp_path:
         for stage in ("save", "finally", "atexit"):
             (tmp_path / f"go-{stage}").touch()
         out, _ = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert "trainguard: received SIGUSR1 -> " in out, out[-3000:]
     assert "trainguard: received SIGTERM after the stop was decided" in out, out[-3000:]
     assert out.index("stopping after step") < out.index("SIGTERM after the stop"), out[-3000:]
