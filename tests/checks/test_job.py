@@ -115,7 +115,7 @@ def test_unreachable_controller_is_unknown_never_job_gone(slurm_cluster: Path, t
 
 @pytest.fixture(scope="module")
 def team() -> tuple[str, str, str]:
-    """A Unix group `wdchk-six` with one listed member and one member by primary group."""
+    """A Unix group `wdchk<pid>-six` with one listed member and one member by primary group."""
     if os.geteuid() != 0:
         pytest.skip("needs root to create users")
     # Names of this process: the release matrix runs this test on three clusters at once, and
