@@ -13,7 +13,7 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from trainguard.errors import SlurmBusy, SlurmError
+from trainguard.errors import SlurmBusy, SlurmError, SlurmInterrupted
 
 DEFAULT_TIMEOUT_S = 10.0
 # Phrases with which slurmctld says "ask me less often" (RPC rate limiting, busy controller).
@@ -61,6 +61,10 @@ def _kill_group(proc: subprocess.Popen[str]) -> None:
 
 
 def _reply(cmd: tuple[str, ...], proc: subprocess.CompletedProcess[str]) -> Reply:
+    if proc.returncode < 0:
+        name = signal.Signals(-proc.returncode).name if -proc.returncode in signal.valid_signals() \
+            else f"signal {-proc.returncode}"
+        raise SlurmInterrupted(f"{cmd[0]} was killed by {name}")
     if proc.returncode != 0:
         message = (proc.stderr.strip() or proc.stdout.strip() or "no output").splitlines()[-1]
         error = SlurmBusy if any(m in proc.stderr for m in BUSY_MARKERS) else SlurmError

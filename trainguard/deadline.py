@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from trainguard.causes import Cause
-from trainguard.errors import SlurmError
+from trainguard.errors import SlurmError, SlurmInterrupted
 from trainguard.slurm import JobTimes, format_epoch, query_job
 
 log = logging.getLogger("trainguard")
@@ -88,13 +88,18 @@ class Deadline:
                 self.apply(times, now, wall)
             self.next_refresh = now + self.every
 
-    def _read(self) -> JobTimes | None:
+    def _read(self, attempts: int = 3) -> JobTimes | None:
         assert self.query is not None
-        try:
-            return self.query()
-        except SlurmError as exc:
-            log.warning("trainguard: cannot read the job's EndTime (will retry): %s", exc)
-            return None
+        for _ in range(attempts):
+            try:
+                return self.query()
+            except SlurmInterrupted as exc:
+                failure: SlurmError = exc   # the step's signal killed our scontrol: ask again
+            except SlurmError as exc:
+                failure = exc               # a busy or stopped controller: the next refresh
+                break
+        log.warning("trainguard: cannot read the job's EndTime (will retry): %s", failure)
+        return None
 
     def _refresh_in_thread(self) -> None:
         times = self._read()

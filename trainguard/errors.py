@@ -9,3 +9,9 @@ class SlurmError(Exception):
 
 class SlurmBusy(SlurmError):
     """The controller is overloaded or rate-limiting us, or did not answer in time."""
+
+
+class SlurmInterrupted(SlurmError):
+    """The client command was killed by a signal: Slurm signals every process of a job step,
+    so the TERM of a preemption (or its forward by the batch script) kills our `scontrol`
+    too. Asking again at once is right: the signal was for the training, not the question."""

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import math
 
+from trainguard._run import run_slurm
 from trainguard.causes import Cause
 from trainguard.deadline import Deadline, Margin
-from trainguard.errors import SlurmError
+from trainguard.errors import SlurmError, SlurmInterrupted
 from trainguard.slurm import JobTimes
 
 WALL0 = 1.8e9
@@ -16,9 +17,13 @@ class Controller:
 
     def __init__(self, state: str = "RUNNING", end: float | None = WALL0 + 3600) -> None:
         self.state, self.end, self.down, self.calls = state, end, False, 0
+        self.killed = 0     # answers lost to a signal that killed the asking scontrol
 
     def __call__(self) -> JobTimes:
         self.calls += 1
+        if self.killed:
+            self.killed -= 1
+            run_slurm(["sh", "-c", "kill -TERM $$"])    # a real client killed by the step's TERM
         if self.down:
             raise SlurmError("scontrol did not answer within 10s")
         return JobTimes(self.state, self.end, 3600.0, WALL0)
@@ -54,6 +59,30 @@ def test_sigterm_while_running_with_a_moved_endtime_is_preemption_and_while_canc
     assert deadline.classify_term(10.0, WALL0 + 10) is Cause.PREEMPTION
     cancelled = started(Controller(state="COMPLETING", end=WALL0 + 10))
     assert cancelled.classify_term(10.0, WALL0 + 10) is Cause.TERMINATE
+
+
+def test_a_preemption_whose_term_also_killed_our_scontrol_is_still_a_preemption() -> None:
+    controller = Controller(end=WALL0 + 3600)
+    deadline = started(controller)
+    controller.end, controller.killed = WALL0 + 30, 2      # the TERM, then the script's forward
+    assert deadline.classify_term(10.0, WALL0 + 10) is Cause.PREEMPTION
+
+
+def test_a_client_killed_by_a_signal_is_told_apart_from_a_controller_error() -> None:
+    try:
+        run_slurm(["sh", "-c", "kill -TERM $$"])
+    except SlurmInterrupted as exc:
+        assert str(exc) == "sh was killed by SIGTERM"
+    else:
+        raise AssertionError("no SlurmInterrupted")
+
+
+def test_a_stopped_controller_is_asked_once_per_classification() -> None:
+    controller = Controller()
+    deadline = started(controller)
+    controller.down, calls = True, controller.calls
+    assert deadline.classify_term(1.0, WALL0 + 1) is Cause.TERMINATE
+    assert controller.calls == calls + 1    # no retries that would spend KillWait
 
 
 def test_a_stopped_controller_means_no_deadline_not_a_crash() -> None:
