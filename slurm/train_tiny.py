@@ -32,6 +32,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from typing import NoReturn
 
 from trainguard import END_AT_ONCE, Guard, config_from
 
@@ -186,7 +187,7 @@ def init_distributed(torch, rank: int, size: int) -> None:
     torch.distributed.init_process_group("gloo", rank=rank, world_size=size)
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str]) -> NoReturn:
     args = parse_args(argv)
     rank, size = world()
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
@@ -231,9 +232,10 @@ def main(argv: list[str]) -> int:
         guard.finish(step)
     print(f"final step {step}", flush=True)
     print(f"digest {trainer.digest()}", flush=True)
-    if size > 1:
-        torch.distributed.destroy_process_group()
-    return 0
+    # Not a plain return: under gloo, the interpreter's finalisation can abort a finished
+    # rank (PyTorch's worker threads drop the last collective's tensors meanwhile). The
+    # guard leaves torch.distributed and skips that finalisation.
+    guard.exit(0)
 
 
 if __name__ == "__main__":

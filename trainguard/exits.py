@@ -68,6 +68,11 @@ class ProcessExit:
         # flushing, experiment trackers) still run (fast_exit.py then skips the slow
         # finalisation); the exit code tells the batch script whether to requeue (140).
         self.write_code(code, rank, why)
+        self.leave(code, agreement)
+
+    def leave(self, code: int, agreement: Agreement | None) -> NoReturn:
+        # The exit without the exit file (Guard.exit, a finished training): the launcher's
+        # code stands, so a rank that failed after rank 0 finished is not called a success.
         destroy_process_group(agreement)
         self.fast_exit.arm(code)
         sys.exit(code)

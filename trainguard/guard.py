@@ -159,6 +159,16 @@ class Guard:
         if self.checkpoints is not None:
             self.checkpoints.sync_to_shared()
 
+    def exit(self, code: int = 0) -> NoReturn:
+        """End the process of a finished training: finish(), leave torch.distributed and exit
+        with `code` through the guard's fast exit (atexit handlers registered after start()
+        run; the interpreter's finalisation is skipped). That finalisation is where PyTorch's
+        gloo worker threads may still be dropping the last collective's tensors, and one that
+        needs Python then aborts the process ("terminate called without an active
+        exception", SIGABRT) after the training finished: the launcher reports a failure."""
+        self.finish()
+        self.exits.leave(code, self.agreement)
+
     def __enter__(self) -> Guard:
         return self.start()
 
