@@ -230,8 +230,10 @@ def main(argv: list[str]) -> NoReturn:
                 guard.save(step)
             guard.step(step)
         guard.finish(step)
-    print(f"final step {step}", flush=True)
-    print(f"digest {trainer.digest()}", flush=True)
+    # One write per line: the ranks of a torchrun share one stdout, and print()'s separate
+    # write of the newline (unbuffered output) let two ranks' lines run into one.
+    sys.stdout.write(f"final step {step}\ndigest {trainer.digest()}\n")
+    sys.stdout.flush()
     # Not a plain return: under gloo, the interpreter's finalisation can abort a finished
     # rank (PyTorch's worker threads drop the last collective's tensors meanwhile). The
     # guard leaves torch.distributed and skips that finalisation.

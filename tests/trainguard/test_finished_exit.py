@@ -12,17 +12,19 @@ import pytest
 
 from tests.trainguard.support import VENV_BIN, train_env
 
-FINISHED_SCRIPT = """
+FINISHED_SCRIPT = r"""
 import atexit, os, sys
+def say(line):
+    os.write(1, (line + "\n").encode())   # one write: the two ranks share one stdout
 from trainguard import Guard, config_from
 guard = Guard(config_from({}, exit_file=sys.argv[1])).start()
 import torch, torch.distributed as dist
 rank = int(os.environ["RANK"])
-atexit.register(lambda: print(f"rank{rank} atexit: distributed still initialised="
-                              f"{dist.is_available() and dist.is_initialized()}", flush=True))
+atexit.register(lambda: say(f"rank{rank} atexit: distributed still initialised="
+                            f"{dist.is_available() and dist.is_initialized()}"))
 class Finalised:
     def __del__(self):
-        print(f"rank{rank} finalised", flush=True)
+        say(f"rank{rank} finalised")
 keep = Finalised()
 dist.init_process_group("gloo")
 model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 1))
@@ -30,7 +32,7 @@ with guard:
     for step in range(guard.resume(), 20):
         model(torch.randn(2, 4)).sum().backward()
         guard.step(step)
-print(f"rank{rank} finished", flush=True)
+say(f"rank{rank} finished")
 guard.exit(int(sys.argv[2]))
 """
 
