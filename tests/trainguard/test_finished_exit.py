@@ -1,8 +1,8 @@
 """A finished distributed training leaves through `guard.exit()`: under gloo the interpreter's
 finalisation can abort a rank that finished (PyTorch's worker threads still dropping the last
 collective's tensors need Python, which is going away: "terminate called without an active
-exception", SIGABRT), and the launcher then reports a failed training. Seen in CI: 1 run in
-about 15 of a 4-rank torchrun of slurm/train_tiny.py on this machine."""
+exception", SIGABRT), and the launcher then reports a failed training. Seen in CI, and in 4 of
+90 runs of a 4-rank torchrun of slurm/train_tiny.py on this machine."""
 from __future__ import annotations
 
 import subprocess
