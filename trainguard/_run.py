@@ -28,10 +28,30 @@ class Reply:
     stderr: str
 
 
+# Commands that only read. Slurm signals every process of a job step, so a preemption's TERM
+# (and the batch script's forward of it) kills the `scontrol` that asks whether this is a
+# preemption: a query so killed is asked again at once. A command that changes something is
+# not repeated (it may have taken effect): its caller hears SlurmInterrupted.
+QUERIES = (("scontrol", "show"), ("scontrol", "-V"), ("squeue",), ("sinfo",), ("sacct",))
+INTERRUPTED_ATTEMPTS = 3
+
+
+def is_query(cmd: Sequence[str]) -> bool:
+    words = (os.path.basename(cmd[0]), *cmd[1:2]) if cmd else ()
+    return any(words[:len(q)] == q for q in QUERIES)
+
+
 def run_slurm(argv: Sequence[str], timeout: float = DEFAULT_TIMEOUT_S) -> Reply:
+    cmd = tuple(argv)
+    for _ in range(INTERRUPTED_ATTEMPTS - 1 if is_query(cmd) else 0):
+        with contextlib.suppress(SlurmInterrupted):
+            return _run_once(cmd, timeout)
+    return _run_once(cmd, timeout)
+
+
+def _run_once(cmd: tuple[str, ...], timeout: float) -> Reply:
     """In a session of its own, whose whole process group is killed on the timeout: a hung
     site wrapper around `scontrol` leaves nothing running in the job."""
-    cmd = tuple(argv)
     try:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, errors="replace",

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from trainguard.causes import Cause
-from trainguard.errors import SlurmError, SlurmInterrupted
+from trainguard.errors import SlurmError
 from trainguard.slurm import JobTimes, format_epoch, query_job
 
 log = logging.getLogger("trainguard")
@@ -88,18 +88,15 @@ class Deadline:
                 self.apply(times, now, wall)
             self.next_refresh = now + self.every
 
-    def _read(self, attempts: int = 3) -> JobTimes | None:
+    def _read(self) -> JobTimes | None:
+        # One query: run_slurm itself asks again when the step's own TERM killed it; a busy or
+        # stopped controller waits for the next refresh (retries here would spend KillWait).
         assert self.query is not None
-        for _ in range(attempts):
-            try:
-                return self.query()
-            except SlurmInterrupted as exc:
-                failure: SlurmError = exc   # the step's signal killed our scontrol: ask again
-            except SlurmError as exc:
-                failure = exc               # a busy or stopped controller: the next refresh
-                break
-        log.warning("trainguard: cannot read the job's EndTime (will retry): %s", failure)
-        return None
+        try:
+            return self.query()
+        except SlurmError as exc:
+            log.warning("trainguard: cannot read the job's EndTime (will retry): %s", exc)
+            return None
 
     def _refresh_in_thread(self) -> None:
         times = self._read()

@@ -14,4 +14,5 @@ class SlurmBusy(SlurmError):
 class SlurmInterrupted(SlurmError):
     """The client command was killed by a signal: Slurm signals every process of a job step,
     so the TERM of a preemption (or its forward by the batch script) kills our `scontrol`
-    too. Asking again at once is right: the signal was for the training, not the question."""
+    too. run_slurm asks a query again at once (the signal was for the training, not the
+    question); a command that changes something is not repeated."""

@@ -2,12 +2,16 @@
 from __future__ import annotations
 
 import math
+import os
+from pathlib import Path
 
-from trainguard._run import run_slurm
+import pytest
+
+from trainguard._run import INTERRUPTED_ATTEMPTS, run_slurm
 from trainguard.causes import Cause
 from trainguard.deadline import Deadline, Margin
 from trainguard.errors import SlurmError, SlurmInterrupted
-from trainguard.slurm import JobTimes
+from trainguard.slurm import JobTimes, format_epoch, query_job
 
 WALL0 = 1.8e9
 
@@ -17,13 +21,9 @@ class Controller:
 
     def __init__(self, state: str = "RUNNING", end: float | None = WALL0 + 3600) -> None:
         self.state, self.end, self.down, self.calls = state, end, False, 0
-        self.killed = 0     # answers lost to a signal that killed the asking scontrol
 
     def __call__(self) -> JobTimes:
         self.calls += 1
-        if self.killed:
-            self.killed -= 1
-            run_slurm(["sh", "-c", "kill -TERM $$"])    # a real client killed by the step's TERM
         if self.down:
             raise SlurmError("scontrol did not answer within 10s")
         return JobTimes(self.state, self.end, 3600.0, WALL0)
@@ -61,11 +61,60 @@ def test_sigterm_while_running_with_a_moved_endtime_is_preemption_and_while_canc
     assert cancelled.classify_term(10.0, WALL0 + 10) is Cause.TERMINATE
 
 
-def test_a_preemption_whose_term_also_killed_our_scontrol_is_still_a_preemption() -> None:
-    controller = Controller(end=WALL0 + 3600)
-    deadline = started(controller)
-    controller.end, controller.killed = WALL0 + 30, 2      # the TERM, then the script's forward
+# A `scontrol` that the job step's TERM kills while `kills` says so, then answers `show job`
+# from `end` (what the controller says). Each call is logged.
+KILLED_SCONTROL = """#!/bin/sh
+echo "$*" >> "{root}/calls"
+n=$(cat "{root}/kills")
+if [ "$n" -gt 0 ]; then echo $((n - 1)) > "{root}/kills"; kill -TERM $$; fi
+echo "JobId=7 JobState=RUNNING TimeLimit=01:00:00 EndTime=$(cat "{root}/end")"
+"""
+
+
+class KilledClient:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.set(kills=0, end=WALL0 + 3600)
+
+    def set(self, kills: int, end: float) -> None:
+        (self.root / "kills").write_text(f"{kills}\n")
+        (self.root / "end").write_text(format_epoch(end))
+
+    def calls(self) -> list[str]:
+        path = self.root / "calls"
+        return path.read_text().splitlines() if path.exists() else []
+
+
+@pytest.fixture
+def killed_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> KilledClient:
+    scontrol = tmp_path / "scontrol"
+    scontrol.write_text(KILLED_SCONTROL.format(root=tmp_path))
+    scontrol.chmod(0o700)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    return KilledClient(tmp_path)
+
+
+def test_a_preemption_whose_term_also_killed_our_scontrol_is_still_a_preemption(
+        killed_client: KilledClient) -> None:
+    deadline = Deadline(lambda: query_job("7", wall=WALL0), every=30.0, warning_lead=120.0)
+    deadline.start(now=0.0, wall=WALL0, exit_after=None)
+    killed_client.set(kills=2, end=WALL0 + 30)     # the TERM, then the batch script's forward
     assert deadline.classify_term(10.0, WALL0 + 10) is Cause.PREEMPTION
+    assert killed_client.calls().count("show job -o 7") == 1 + 3
+
+
+def test_a_query_killed_every_time_is_asked_a_bounded_number_of_times(killed_client: KilledClient) -> None:
+    killed_client.set(kills=100, end=WALL0)
+    with pytest.raises(SlurmInterrupted, match="scontrol was killed by SIGTERM"):
+        run_slurm(["scontrol", "show", "job", "-o", "7"])
+    assert len(killed_client.calls()) == INTERRUPTED_ATTEMPTS
+
+
+def test_a_killed_command_that_changes_state_is_not_repeated(killed_client: KilledClient) -> None:
+    killed_client.set(kills=1, end=WALL0)
+    with pytest.raises(SlurmInterrupted):
+        run_slurm(["scontrol", "requeue", "7"])    # it may have taken effect: never twice
+    assert killed_client.calls() == ["requeue 7"]
 
 
 def test_a_client_killed_by_a_signal_is_told_apart_from_a_controller_error() -> None:
