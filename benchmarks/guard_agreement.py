@@ -32,7 +32,7 @@ from _stats import Row, record, spread
 
 from trainguard import Guard, config_from
 from trainguard.causes import MASK_LEN
-from trainguard.slurm import JobEnv
+from trainguard.slurm.job import JobEnv
 
 CADENCES = (1, 10, 100)
 STEP_10MS_US = 10_000.0

@@ -36,8 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _stats import Row, busy_cores, interleave, record, spread
 
 from trainguard import Guard, config_from
-from trainguard.sensors import MAX_POLL_GAP
-from trainguard.slurm import JobEnv
+from trainguard.slurm.job import JobEnv
+from trainguard.stopping.sensors import MAX_POLL_GAP
 
 STEP_10MS_NS = 10_000_000
 

@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _stats import Row, interleave, record, spread
 
 from trainguard import Guard, config_from
-from trainguard.slurm import JobEnv
+from trainguard.slurm.job import JobEnv
 
 STEP_S = 0.010
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Per-step cost of trainguard's progress watchdog (trainguard.hang), single process.
+"""Per-step cost of trainguard's progress watchdog (trainguard.hangs.watch), single process.
 
     .venv/bin/python benchmarks/hang_overhead.py [--steps 200000] [--repeats 9]
 
@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _stats import Row, record, spread
 
 from trainguard import REPORT_ONLY, Guard, config_from
-from trainguard.slurm import JobEnv
+from trainguard.slurm.job import JobEnv
 
 
 def make_guard(root: Path, hang: bool) -> Guard:

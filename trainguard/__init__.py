@@ -42,7 +42,7 @@ if TYPE_CHECKING:
         Policy,
         Save,
     )
-    from trainguard.checkpoint import Checkpoint, CheckpointError, Checkpoints
+    from trainguard.checkpoints.checkpoint import Checkpoint, CheckpointError, Checkpoints
     from trainguard.config import GuardConfig, config_from
     from trainguard.guard import Guard
     from trainguard.heartbeat import Heartbeat, read_heartbeats, write_heartbeat
@@ -56,7 +56,7 @@ _EXPORTS = {
                      "EXIT_REQUEUE", "REPORT_ONLY", "REQUEUE_WITHOUT_SAVE", "SAVE_AND_CONTINUE",
                      "SAVE_AND_FAIL", "SAVE_AND_REQUEUE", "SAVE_AND_STOP", "SAVE_IF_TIME_AND_END",
                      "Action", "Cause", "Decision", "Policy", "Save"), "causes"),
-    **dict.fromkeys(("Checkpoint", "CheckpointError", "Checkpoints"), "checkpoint"),
+    **dict.fromkeys(("Checkpoint", "CheckpointError", "Checkpoints"), "checkpoints.checkpoint"),
     **dict.fromkeys(("GuardConfig", "config_from"), "config"),
     "Guard": "guard",
     **dict.fromkeys(("Heartbeat", "read_heartbeats", "write_heartbeat"), "heartbeat"),

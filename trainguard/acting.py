@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from trainguard import lifecycle
 from trainguard.causes import HEALTH_CAUSES, Cause, Decision
-from trainguard.checkpoint import Checkpoint
+from trainguard.checkpoints.checkpoint import Checkpoint
 
 if TYPE_CHECKING:
     from trainguard.guard import Guard

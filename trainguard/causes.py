@@ -37,8 +37,8 @@ class Cause(enum.IntEnum):
     EXCEPTION = 6       # the training loop raised
     TERMINATE = 7       # SIGTERM from a plain scancel (the job is already being cancelled)
     NO_TIME = 8         # not a cause: "a save would not finish before SIGKILL" (agreed like one)
-    HANG = 9            # no step completed within the hang budget (trainguard.hang; never agreed)
-    # Training health (trainguard.health): read on the slow path from guard.observe().
+    HANG = 9            # no step completed within the hang budget (trainguard.hangs.watch; never agreed)
+    # Training health (trainguard.health.monitor): read on the slow path from guard.observe().
     NAN_LOSS = 10       # the observed loss is NaN or Inf
     LOSS_SPIKE = 11     # the loss far above its recent trend for several readings
     THROUGHPUT = 12     # throughput below a fraction of this run's own baseline

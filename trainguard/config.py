@@ -16,10 +16,10 @@ from typing import Any
 
 from trainguard import _units as units
 from trainguard.causes import Action, Cause, Policy
-from trainguard.hang import HangLimits
-from trainguard.restarts import StormPolicy
-from trainguard.signals import DEFAULT_SIGNALS, parse_signal
-from trainguard.suspects import SuspectPolicy
+from trainguard.hangs.watch import HangLimits
+from trainguard.recovery.restarts import StormPolicy
+from trainguard.recovery.suspects import SuspectPolicy
+from trainguard.stopping.signals import DEFAULT_SIGNALS, parse_signal
 
 ENV_PREFIX = "TRAINGUARD_"
 
@@ -64,7 +64,7 @@ class GuardConfig:
     self_requeue: bool = False               # call `scontrol requeue` itself (no batch script template)
     fast_exit: bool = True                   # skip the interpreter's finalisation after a guard exit
     policy: Policy = field(default_factory=Policy)  # cause -> action; config.with_policy({...})
-    # --- hangs (trainguard.hang): a step budget learned from the step times ---
+    # --- hangs (trainguard.hangs.watch): a step budget learned from the step times ---
     hang_detect: bool = True                 # the progress watchdog thread (no work on the hot path)
     hang_floor: float = 300.0                # s, the budget's lower bound
     hang_ceiling: float = 3600.0             # s, its upper bound
@@ -78,7 +78,7 @@ class GuardConfig:
     hang_report_dir: Path | None = None      # None: heartbeat_dir, else checkpoint_dir
     hang_native_stacks: bool = True          # also `py-spy dump --native` when installed
     max_hangs_without_progress: int = 3      # hangs with no new checkpoint that end the chain
-    # --- suspect nodes and restart storms (trainguard.suspects, trainguard.restarts) ---
+    # --- suspect nodes and restart storms (trainguard.recovery.suspects, trainguard.recovery.restarts) ---
     run_dir: Path | None = None              # the run folder (the templates' $RUN_DIR): its recovery/ record
     suspect_window: float = 86400.0          # s in which suspicions of a node count
     suspect_at_once: tuple[str, ...] = ("hang", "precheck")  # causes that exclude a node at once
@@ -86,7 +86,7 @@ class GuardConfig:
     storm_restarts: int = 5                  # restarts within storm_window that end the chain (0: off)
     storm_window: float = 1800.0
     storm_no_progress: int | None = None     # restarts from one checkpoint step; None: max_hangs_...
-    # --- training health (trainguard.health): from guard.observe(), judged on the slow path ---
+    # --- training health (trainguard.health.monitor): from guard.observe(), judged on the slow path ---
     health: bool = True
     health_window: float = 60.0              # s of training per throughput/compute/data window
     health_warmup: float = 300.0             # s before the throughput baseline is measured

@@ -27,22 +27,23 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, NoReturn, TypeVar
 
-from trainguard import acting, lifecycle, precheck
-from trainguard.agreement import Agreement
+from trainguard import acting, lifecycle
 from trainguard.causes import EXIT_NO_PROGRESS, Cause, Decision, decide
-from trainguard.checkpoint import Checkpoint, Checkpoints
+from trainguard.checkpoints.checkpoint import Checkpoint, Checkpoints
+from trainguard.checkpoints.saving import Saver
 from trainguard.config import GuardConfig
-from trainguard.deadline import StepTimes
-from trainguard.exits import ProcessExit
-from trainguard.fast_exit import FastExit
-from trainguard.forced_exit import ForcedExit
-from trainguard.hang_act import hang_watch
-from trainguard.health import Health
+from trainguard.hangs.response import hang_watch
+from trainguard.health.monitor import Health
 from trainguard.heartbeat import HeartbeatWriter
-from trainguard.saving import Saver
-from trainguard.sensors import Sensors
-from trainguard.signals import SignalFlag
-from trainguard.slurm import JobEnv
+from trainguard.recovery import precheck
+from trainguard.slurm.job import JobEnv
+from trainguard.stopping.agreement import Agreement
+from trainguard.stopping.deadline import StepTimes
+from trainguard.stopping.exits import ProcessExit
+from trainguard.stopping.fast_exit import FastExit
+from trainguard.stopping.forced_exit import ForcedExit
+from trainguard.stopping.sensors import Sensors
+from trainguard.stopping.signals import SignalFlag
 
 log = logging.getLogger("trainguard")
 Clock = Callable[[], float]
@@ -78,8 +79,8 @@ class Guard:
         self.forced = (ForcedExit(self.signals, self._forced_timeout, clock,
                                   lambda code: self.exits.write_code(code, self.rank))
                        if cfg.forced_exit != 0 else None)
-        self.hang = hang_watch(self)   # the progress watchdog (trainguard.hang), None when off
-        # Training health (trainguard.health): `observe` is the Health's own bound method,
+        self.hang = hang_watch(self)   # the progress watchdog (trainguard.hangs.watch), None when off
+        # Training health (trainguard.health.monitor): `observe` is the Health's own bound method,
         # so the hot path pays one call, not two.
         self.health = Health(cfg, self.rank, clock, wall) if cfg.health else None
         self.observe = self.health.observe if self.health is not None else _ignore

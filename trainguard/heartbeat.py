@@ -10,9 +10,9 @@ temporary name, then rename), so a reader never sees half a record:
 `phase` is one of PHASES; `time` is the Unix time the record was written; `problem` is what
 the guard found wrong with the training's own set-up (e.g. "cannot write into the checkpoint
 folder ..."), "" when nothing is. A rank whose progress watchdog found it hung
-(trainguard.hang) writes `"phase": "hung"` with `stalled_for` (s without progress), `frames`
+(trainguard.hangs.watch) writes `"phase": "hung"` with `stalled_for` (s without progress), `frames`
 (the main thread's innermost frames) and `report` (the path of its hang report).
-`health` (trainguard.health_record) is what the rank measured about its training: loss,
+`health` (trainguard.health.record) is what the rank measured about its training: loss,
 throughput, step and compute time, findings; absent when health is off.
 
 Which run of the job wrote it: `restart` (Slurm's SLURM_RESTART_COUNT: 0 for the first run,
@@ -23,7 +23,7 @@ an ending reads only the records of that run (`of_run`), never an earlier run's 
 
 How a run ended (`run_end`) is read from the same records: the guard writes `"phase": "done"`
 when the training finished (`finish()`, the end of its `with` block) and `"stopping"` when it
-stopped the training itself; rank 0's exit file (trainguard.exits.write_exit_file: the code,
+stopped the training itself; rank 0's exit file (trainguard.stopping.exits.write_exit_file: the code,
 then "<cause> after step N; ...") is written by a stop only, and names the cause. The batch
 templates keep it beside the heartbeat folder (EXIT_FILE_BESIDE), where the watchdog looks.
 """
@@ -40,10 +40,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainguard.causes import Cause
-from trainguard.health_record import TrainingHealth
+from trainguard.health.record import TrainingHealth
 
 if TYPE_CHECKING:
-    from trainguard.health import Health
+    from trainguard.health.monitor import Health
 
 PHASES = ("start", "train", "eval", "data_loading", "saving", "stopping", "done", "hung")
 # Phases in which a rank may legitimately not advance its step for a long time.

@@ -15,17 +15,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from trainguard.agreement import Agreement, initialized_dist
 from trainguard.causes import EXIT_CANNOT_SAVE, Action, Cause, Decision, Save
-from trainguard.checkpoint import Checkpoint, Checkpoints
+from trainguard.checkpoints.checkpoint import Checkpoint, Checkpoints
+from trainguard.checkpoints.saving import Saver
 from trainguard.config import GuardConfig
-from trainguard.deadline import Deadline, slurm_query
-from trainguard.forced_exit import ForcedExit
 from trainguard.heartbeat import HeartbeatWriter
-from trainguard.progress import is_stuck, next_progress, read_progress, stuck_message, write_progress
-from trainguard.saving import Saver
-from trainguard.sensors import Sensors
-from trainguard.slurm import JobEnv, format_epoch, format_seconds, query_kill_wait
+from trainguard.slurm.job import JobEnv, format_epoch, format_seconds, query_kill_wait
+from trainguard.stopping.agreement import Agreement, initialized_dist
+from trainguard.stopping.deadline import Deadline, slurm_query
+from trainguard.stopping.forced_exit import ForcedExit
+from trainguard.stopping.progress import is_stuck, next_progress, read_progress, stuck_message, write_progress
+from trainguard.stopping.sensors import Sensors
 
 log = logging.getLogger("trainguard")
 FALLBACK_FORCED_EXIT = 300.0   # s, when the time left is unknown (no EndTime, no exit_after)

@@ -9,7 +9,6 @@ import pytest
 
 from notifiers.wording import log_path, next_step
 from trainguard.causes import Cause
-from trainguard.exits import write_exit_file
 from trainguard.heartbeat import (
     FINISHED,
     STOPPED,
@@ -19,6 +18,7 @@ from trainguard.heartbeat import (
     run_end,
     write_heartbeat,
 )
+from trainguard.stopping.exits import write_exit_file
 from watchdogs.checks.jobfiles import LogTail, progress, tail_logs
 
 REPO = Path(__file__).resolve().parents[2]

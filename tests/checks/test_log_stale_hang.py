@@ -14,7 +14,7 @@ import pytest
 
 from tests.checks.conftest import Jobs, tick, write_config
 from tests.helpers import job_state, sh, wait_for
-from trainguard.hang_record import HangEvent, append_event
+from trainguard.hangs.record import HangEvent, append_event
 from trainguard.heartbeat import write_heartbeat
 from watchdogs.errors import ConfigError
 from watchdogs.result import Status

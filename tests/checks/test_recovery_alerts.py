@@ -24,8 +24,7 @@ from tests.checks.conftest import Jobs, tick, write_config
 from tests.checks.test_job_endings_cluster import notice_lines, plain
 from tests.helpers import accounted, admin_scontrol, job_state, sh, wait_for
 from tests.notifiers.fakes import SmtpServer
-from trainguard import suspects
-from trainguard.recovery import journal
+from trainguard.recovery import journal, suspects
 from watchdogs.alerts import build_sink
 from watchdogs.result import CheckResult, Status
 from watchdogs.sink import ItemOutcome

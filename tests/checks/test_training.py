@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from tests.checks.conftest import tick, write_config
-from trainguard.health_record import Finding, TrainingHealth
+from trainguard.health.record import Finding, TrainingHealth
 from trainguard.heartbeat import write_heartbeat
 from watchdogs.checks.training import METRICS
 from watchdogs.result import Status

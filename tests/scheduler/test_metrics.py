@@ -18,7 +18,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.helpers import wait_for
-from trainguard.health_record import Finding, TrainingHealth
+from trainguard.health.record import Finding, TrainingHealth
 from trainguard.heartbeat import write_heartbeat
 from watchdogs.scheduler.metrics import escape
 

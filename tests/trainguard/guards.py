@@ -10,7 +10,7 @@ import pytest
 
 from tests.trainguard.support import ManualClock
 from trainguard import Guard, config_from
-from trainguard.slurm import JobEnv
+from trainguard.slurm.job import JobEnv
 
 NO_JOB = JobEnv()
 

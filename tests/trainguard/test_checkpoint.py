@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from trainguard.checkpoint import LATEST, MARKER, CheckpointError, Checkpoints, is_complete, step_name
+from trainguard.checkpoints.checkpoint import (
+    LATEST,
+    MARKER,
+    CheckpointError,
+    Checkpoints,
+    is_complete,
+    step_name,
+)
 
 
 def writer(text: str):

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from trainguard._run import INTERRUPTED_ATTEMPTS, run_slurm
 from trainguard.causes import Cause
-from trainguard.deadline import Deadline, Margin
 from trainguard.errors import SlurmError, SlurmInterrupted
-from trainguard.slurm import JobTimes, format_epoch, query_job
+from trainguard.slurm.job import JobTimes, format_epoch, query_job
+from trainguard.slurm.run import INTERRUPTED_ATTEMPTS, run_slurm
+from trainguard.stopping.deadline import Deadline, Margin
 
 WALL0 = 1.8e9
 

@@ -14,7 +14,7 @@ import pytest
 
 from tests.helpers import tmpfs, wait_for
 from tests.trainguard.support import PYTHON, TRAIN_TINY, read_steps, train_env
-from trainguard.checkpoint import Checkpoints, is_complete, step_name
+from trainguard.checkpoints.checkpoint import Checkpoints, is_complete, step_name
 
 
 @pytest.fixture

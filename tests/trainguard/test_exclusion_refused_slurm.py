@@ -1,5 +1,5 @@
 """When Slurm refuses the exclusion after a requeue (here: a node name it does not know, as a
-node retired from slurm.conf would be), `python -m trainguard.requeue` notes it in the run's
+node retired from slurm.conf would be), `python -m trainguard.recovery.requeue` notes it in the run's
 record, and the watchdog tells it: "the requeued run may land on NODE again: Slurm refused
 the exclusion (reason)", in the mail, not only in a batch log nobody reads at 3 am."""
 from __future__ import annotations
@@ -27,7 +27,7 @@ PROBE = """#!/bin/bash
 #SBATCH --open-mode=append
 if [ "${SLURM_RESTART_COUNT:-0}" = 0 ]; then
   trap '' TERM
-  "$PROBE_PYTHON" -m trainguard.requeue --job "$SLURM_JOB_ID" --exclude node9
+  "$PROBE_PYTHON" -m trainguard.recovery.requeue --job "$SLURM_JOB_ID" --exclude node9
   echo "after the requeue: exit $?"
   sleep 60
 fi

@@ -19,7 +19,7 @@ TRAINING = """
 import atexit, sys, time
 from pathlib import Path
 from trainguard import Guard, config_from
-from trainguard.slurm import JobEnv
+from trainguard.slurm.job import JobEnv
 
 root = Path(sys.argv[1])
 

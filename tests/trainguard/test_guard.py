@@ -13,7 +13,7 @@ from tests.trainguard.guards import Training, run_steps
 from tests.trainguard.support import ManualClock
 from trainguard import EXIT_NO_PROGRESS, Cause
 from trainguard.heartbeat import read_heartbeats
-from trainguard.slurm import JobEnv
+from trainguard.slurm.job import JobEnv
 
 
 def test_a_real_signal_only_sets_a_flag_and_the_poll_point_saves_and_exits_140(make_guard: Any) -> None:

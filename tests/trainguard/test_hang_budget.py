@@ -8,8 +8,8 @@ import math
 import pytest
 
 from trainguard.config import config_from
-from trainguard.hang import HangLimits, HangWatch, Stall, StepBudget, allowed
-from trainguard.hang_record import chain_ends, describe, first_to_stop, next_count
+from trainguard.hangs.record import chain_ends, describe, first_to_stop, next_count
+from trainguard.hangs.watch import HangLimits, HangWatch, Stall, StepBudget, allowed
 from trainguard.heartbeat import Heartbeat
 
 LIMITS = HangLimits(floor=2.0, ceiling=60.0, multiple=10.0, percentile=99.0, first_step=30.0,

@@ -13,10 +13,10 @@ import pytest
 
 from tests.trainguard.support import REQUEUE_SCRIPT, Cluster, wait_for_step
 from tests.trainguard.test_hang_slurm import HANG_ENV, TRAIN, heartbeat
-from trainguard import suspects
-from trainguard.hang_record import suspicion
+from trainguard.hangs.record import suspicion
 from trainguard.heartbeat import Heartbeat
-from trainguard.suspects import SuspectPolicy
+from trainguard.recovery import suspects
+from trainguard.recovery.suspects import SuspectPolicy
 
 
 def beat(rank: int, step: int, phase: str, host: str, frames: tuple[str, ...] = ()) -> Heartbeat:

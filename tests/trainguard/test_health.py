@@ -15,9 +15,9 @@ import pytest
 from tests.trainguard.support import PYTHON, TRAIN_TINY, ManualClock, train_env
 from trainguard import Guard, config_from
 from trainguard.causes import EXIT_NAN_LOSS, EXIT_REQUEUE, ROLLBACK, Cause
-from trainguard.checkpoint import Checkpoints
+from trainguard.checkpoints.checkpoint import Checkpoints
 from trainguard.heartbeat import read_heartbeats
-from trainguard.slurm import JobEnv
+from trainguard.slurm.job import JobEnv
 
 
 class CountingLoss:
@@ -170,7 +170,7 @@ def test_the_heartbeat_carries_the_health_record_as_json(tmp_path: Path) -> None
 
 def test_the_idle_accelerator_check_is_off_here_and_says_why() -> None:
     """No GPU on this machine and none faked: only the 'off' paths are tested."""
-    from trainguard.health_accel import Accelerator
+    from trainguard.health.accel import Accelerator
 
     assert Accelerator.open({}) == (None, "off: the job holds no GPU (CUDA_VISIBLE_DEVICES and "
                                           "SLURM_JOB_GPUS unset)")

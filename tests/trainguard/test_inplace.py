@@ -1,11 +1,11 @@
 """The pure parts of the restart decisions: what counts as a fault, which ranks stopped, and
-when Slurm itself requeues a preempted job (trainguard.inplace, trainguard.requeue)."""
+when Slurm itself requeues a preempted job (trainguard.recovery.inplace, trainguard.recovery.requeue)."""
 from __future__ import annotations
 
 from trainguard.heartbeat import Heartbeat
-from trainguard.inplace import died_under_an_exception, fault_cause, hung, stopped_ranks
-from trainguard.inplace_io import kv
-from trainguard.requeue import release, slurm_requeues_preemption
+from trainguard.recovery.inplace import died_under_an_exception, fault_cause, hung, stopped_ranks
+from trainguard.recovery.inplace_io import kv
+from trainguard.recovery.requeue import release, slurm_requeues_preemption
 
 HUNG_WHY = "hung at step 61 (train) with no progress for 2.2 s; NO checkpoint saved"
 
@@ -68,7 +68,7 @@ def test_slurm_requeues_a_preempted_job_itself_from_24_11_on() -> None:
 
 
 def test_a_node_down_not_responding_or_gone_from_the_job_failed_and_is_said_so() -> None:
-    from trainguard.nodefail import lost_nodes, state_words
+    from trainguard.recovery.nodefail import lost_nodes, state_words
     assert state_words("down*") == ("down", "not responding")
     assert state_words("mix*") == ("not responding",)
     assert state_words("alloc") == () and state_words("drain") == ()   # drained: still answers
@@ -82,7 +82,7 @@ def test_a_node_down_not_responding_or_gone_from_the_job_failed_and_is_said_so()
 
 
 def test_the_failure_is_at_the_furthest_ranks_step_and_the_failed_nodes_last_heartbeat() -> None:
-    from trainguard.nodefail import when
+    from trainguard.recovery.nodefail import when
     beats = [Heartbeat(0, 66, "hung", 110.0, host="node1", job_id="7"),
              Heartbeat(1, 49, "train", 100.0, host="node2", job_id="7"),
              Heartbeat(1, 400, "train", 50.0, host="node2", job_id="6")]

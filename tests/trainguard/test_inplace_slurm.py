@@ -106,7 +106,7 @@ PROBE = """#!/bin/bash
 echo "run ${SLURM_RESTART_COUNT:-0} on $SLURMD_NODENAME"
 if [ "${SLURM_RESTART_COUNT:-0}" = 0 ]; then
   trap '' TERM
-  "$PROBE_PYTHON" -m trainguard.requeue --job "$SLURM_JOB_ID" --exclude "$SLURMD_NODENAME"
+  "$PROBE_PYTHON" -m trainguard.recovery.requeue --job "$SLURM_JOB_ID" --exclude "$SLURMD_NODENAME"
   echo "after the requeue: exit $?"
 fi
 """

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.trainguard.support import run_tiny
-from trainguard.checkpoint import Checkpoints, step_name
+from trainguard.checkpoints.checkpoint import Checkpoints, step_name
 
 
 def _truncate(folder: Path) -> None:

@@ -105,7 +105,7 @@ def test_a_bad_setting_names_itself_its_value_and_what_was_expected(name: str, v
 
 
 def test_the_agreement_cadence_is_about_one_interval_of_the_slowest_ranks_steps() -> None:
-    from trainguard.agreement import MAX_EVERY, next_every
+    from trainguard.stopping.agreement import MAX_EVERY, next_every
     assert next_every(0.01, 1.0, 10) == 100           # 10 ms steps: every 100 steps
     assert next_every(5.0, 1.0, 10) == 1              # slow steps: every step
     assert next_every(1e-7, 1.0, 10) == MAX_EVERY     # empty steps: bounded

@@ -1,4 +1,4 @@
-"""The check before a restart (trainguard.precheck): each check fails for the right reason
+"""The check before a restart (trainguard.recovery.precheck): each check fails for the right reason
 (run as the unprivileged test user: a read-only folder is refused by the kernel, not
 skipped by root), and on the cluster a node whose scratch fails becomes a suspect and the
 training restarts in place without it."""
@@ -13,7 +13,7 @@ import pytest
 
 from tests.trainguard.support import REQUEUE_SCRIPT, TRAIN_TINY, Cluster, wait_for_step
 from tests.trainguard.test_hang_slurm import HANG_ENV
-from trainguard.precheck import check_accelerator, check_folder, check_scratch, check_space
+from trainguard.recovery.precheck import check_accelerator, check_folder, check_scratch, check_space
 
 
 def test_scratch_that_cannot_be_written_fails_and_a_working_one_passes(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from tests.helpers import wait_for
 from tests.trainguard.support import PYTHON, TRAIN_TINY, digest_of, read_steps, run_tiny, train_env
-from trainguard.checkpoint import step_name
+from trainguard.checkpoints.checkpoint import step_name
 
 
 def start_tiny(*args: str) -> subprocess.Popen[str]:
@@ -68,7 +68,7 @@ FAST_EXIT_SCRIPT = """
 import atexit, os, sys
 atexit.register(lambda: print("atexit before the guard", flush=True))
 from trainguard import Guard, config_from
-from trainguard.slurm import JobEnv
+from trainguard.slurm.job import JobEnv
 guard = Guard(config_from({{}}, checkpoint_dir={ckpt!r}, fast_exit={fast}), job=JobEnv(),
               save=lambda d: (d / "w").write_text("w")).start()
 atexit.register(lambda: print("atexit after the guard", flush=True))

@@ -1,4 +1,4 @@
-"""Every path back into the queue goes through trainguard.requeue (issue 19's leftovers,
+"""Every path back into the queue goes through trainguard.recovery.requeue (issue 19's leftovers,
 issue 22 item 2): a preemption requeues the job exactly once whatever requeues it (the
 requeue template, the torchrun template, the array's last task, `self_requeue` without a
 template), on 22.05 (where Slurm does not) as on 24.11+ (where Slurm does); and an array

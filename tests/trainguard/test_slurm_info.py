@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from trainguard.files import parse_stop_request
-from trainguard.slurm import JobEnv, parse_job, parse_time_limit
+from trainguard.slurm.job import JobEnv, parse_job, parse_time_limit
+from trainguard.stopping.switches import parse_stop_request
 
 SHOW_JOB = ("JobId=88 JobName=train UserId=root(0) JobState=RUNNING Reason=None Requeue=1 "
             "Restarts=2 TimeLimit=00:10:00 StartTime=2026-11-22T02:55:46 "

@@ -55,7 +55,7 @@ for info in pkgutil.walk_packages(trainguard.__path__, "trainguard."):
     if ".integrations" not in info.name:        # those need their framework, by design
         importlib.import_module(info.name)
 from trainguard import Guard, config_from
-from trainguard.slurm import JobEnv
+from trainguard.slurm.job import JobEnv
 root = Path(tempfile.mkdtemp())
 guard = Guard(config_from({}, checkpoint_dir=root / "ckpt", forced_exit=0, fast_exit=False),
               save=lambda d: (d / "w").write_text("w"), load=lambda d: None, job=JobEnv())
@@ -82,7 +82,7 @@ def test_trainguard_saves_and_exits_140_with_neither_the_service_nor_torch_impor
 
 
 def test_importing_trainguard_loads_no_service_module() -> None:
-    code = ("import sys, trainguard, trainguard.guard, trainguard.slurm, trainguard.config; "
+    code = ("import sys, trainguard, trainguard.guard, trainguard.slurm.job, trainguard.config; "
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'watchdogs', 'notifiers'}))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
@@ -90,8 +90,8 @@ def test_importing_trainguard_loads_no_service_module() -> None:
 
 
 def test_its_own_slurm_runner_is_bounded_in_time_and_says_what_failed() -> None:
-    from trainguard._run import run_slurm
     from trainguard.errors import SlurmBusy, SlurmError
+    from trainguard.slurm.run import run_slurm
 
     with pytest.raises(SlurmBusy, match=r"sleep did not answer within 0.2s"):
         run_slurm(["sleep", "30"], timeout=0.2)

@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from trainguard import restarts, suspects
 from trainguard.config import config_from, storm_policy, suspect_policy
-from trainguard.recovery import hostlist, journal, plan, summary
-from trainguard.restarts import Restart, StormPolicy
-from trainguard.suspects import SuspectPolicy, Suspicion
+from trainguard.recovery import hostlist, journal, plan, restarts, summary, suspects
+from trainguard.recovery.restarts import Restart, StormPolicy
+from trainguard.recovery.suspects import SuspectPolicy, Suspicion
 
 POLICY = SuspectPolicy(window=3600.0)
 NOW = 1_800_000_000.0
@@ -254,8 +253,8 @@ def test_cli_exclude_asks_the_real_partition_and_refuses_to_leave_too_few(slurm_
 
 def test_the_policy_a_record_names_is_its_newest_and_the_defaults_stand_in_saying_so() -> None:
     from trainguard.recovery.policy import NO_POLICY, recorded, to_fields
-    from trainguard.restarts import StormPolicy
-    from trainguard.suspects import SuspectPolicy
+    from trainguard.recovery.restarts import StormPolicy
+    from trainguard.recovery.suspects import SuspectPolicy
 
     old = to_fields(SuspectPolicy(limit=3), StormPolicy(restarts=4))
     new = to_fields(SuspectPolicy(limit=0), StormPolicy(restarts=2, window=600.0))

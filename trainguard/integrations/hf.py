@@ -36,11 +36,11 @@ from typing import Any
 
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
-from trainguard.agreement import initialized_dist
 from trainguard.causes import Decision
-from trainguard.checkpoint import Checkpoint, CheckpointError, is_complete, mark_complete
+from trainguard.checkpoints.checkpoint import Checkpoint, CheckpointError, is_complete, mark_complete
 from trainguard.config import GuardConfig, config_from
 from trainguard.guard import Guard
+from trainguard.stopping.agreement import initialized_dist
 
 log = logging.getLogger("trainguard")
 _NAME = re.compile(r"checkpoint-(\d+)")

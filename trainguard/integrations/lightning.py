@@ -44,7 +44,7 @@ from typing import Any
 import lightning.pytorch as pl
 from lightning.pytorch.utilities.data import extract_batch_size
 
-from trainguard.checkpoint import CheckpointError
+from trainguard.checkpoints.checkpoint import CheckpointError
 from trainguard.config import GuardConfig, config_from
 from trainguard.guard import Guard
 

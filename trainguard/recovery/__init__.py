@@ -2,5 +2,5 @@
 
 `python -m trainguard.recovery {note,plan,exclude,restart,show}` (see `__main__.py`); the
 record itself is `trainguard.recovery.journal`, read and written through
-`trainguard.suspects` and `trainguard.restarts`. Standard library only.
+`trainguard.recovery.suspects` and `trainguard.recovery.restarts`. Standard library only.
 """

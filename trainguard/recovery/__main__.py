@@ -26,10 +26,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from trainguard import restarts, suspects
 from trainguard.config import GuardConfig, config_from, storm_policy, suspect_policy
 from trainguard.errors import SlurmError
-from trainguard.recovery import hostlist, journal, plan, policy, summary
+from trainguard.recovery import hostlist, journal, plan, policy, restarts, summary, suspects
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from trainguard._run import Reply, run_slurm
-from trainguard.suspects import Verdict
+from trainguard.recovery.suspects import Verdict
+from trainguard.slurm.run import Reply, run_slurm
 
 # sinfo's short states in which a node takes no new job (a trailing "*": not responding)
 UNUSABLE = ("down", "drain", "drng", "fail", "maint", "futr", "unk", "inval", "npc", "pow_dn", "reboot")

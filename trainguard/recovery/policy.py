@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from trainguard.restarts import StormPolicy
-from trainguard.suspects import SuspectPolicy
+from trainguard.recovery.restarts import StormPolicy
+from trainguard.recovery.suspects import SuspectPolicy
 
 NO_POLICY = ("the record names no policy (written by an older trainguard): judged by "
              "trainguard's defaults")

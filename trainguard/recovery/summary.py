@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from trainguard._units import format_duration
-from trainguard.restarts import Restart, Storm
-from trainguard.suspects import CAUSE_WORDS, Suspicion
+from trainguard.recovery.restarts import Restart, Storm
+from trainguard.recovery.suspects import CAUSE_WORDS, Suspicion
 
 SUMMARY_FILE = "summary.txt"
 

@@ -161,7 +161,7 @@ class LogStaleCheck(WatchesLinkedJob, Check):
 
     def _liveness(self, ctx: TickContext, beats: list[Heartbeat], since: float | None,
                   job: Assessment | None, folder: str) -> Verdict:
-        from trainguard.hang_record import EVENTS_FILE, parse_events
+        from trainguard.hangs.record import EVENTS_FILE, parse_events
         from watchdogs.fsprobe import hangs, staleness
 
         now, job_id = ctx.now.timestamp(), _running_id(job)

@@ -187,7 +187,7 @@ def would_storm(check: JobCheck, ctx: TickContext, job_id: str, cause: str, node
     one line per restart; None when none, or when the record cannot be read (the policy's own
     crash-loop limit still holds)."""
     from trainguard.recovery.policy import recorded
-    from trainguard.restarts import Restart, storm
+    from trainguard.recovery.restarts import Restart, storm
 
     record = record_for(check, ctx)
     if record is None or record.error:

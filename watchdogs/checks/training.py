@@ -2,7 +2,7 @@
 
 trainguard measures inside the training (the loss, throughput, each rank's compute per
 step, the data loader's share, the accelerator) and writes it into every rank's heartbeat
-record (`trainguard.health_record`). This check reads those records (in a bounded child
+record (`trainguard.health.record`). This check reads those records (in a bounded child
 process: a hung mount is UNKNOWN, never a hung scheduler) and raises what they say, with
 the numbers and how long it has lasted:
 
@@ -31,7 +31,7 @@ from watchdogs.humanize import duration as format_duration
 from watchdogs.result import CheckResult, Status
 
 if TYPE_CHECKING:
-    from trainguard.health_record import Finding, TrainingHealth
+    from trainguard.health.record import Finding, TrainingHealth
     from trainguard.heartbeat import Heartbeat
     from watchdogs.checks.context import TickContext
 

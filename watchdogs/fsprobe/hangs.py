@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from trainguard.hang_record import HangEvent, describe, first_to_stop
+from trainguard.hangs.record import HangEvent, describe, first_to_stop
 from trainguard.heartbeat import Heartbeat
 from watchdogs.fsprobe.staleness import Verdict
 from watchdogs.humanize import duration, ordinal

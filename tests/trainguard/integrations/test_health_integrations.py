@@ -12,7 +12,7 @@ import pytest
 from tests.trainguard.integrations.hfacc_support import ACCELERATE_TINY, HF_TINY
 from tests.trainguard.integrations.lightning_support import LIGHTNING_TINY
 from tests.trainguard.support import PYTHON, train_env
-from trainguard.health_record import TrainingHealth
+from trainguard.health.record import TrainingHealth
 from trainguard.heartbeat import read_heartbeats
 
 HEALTH = ("--guard", "health_window=1s", "--guard", "health_warmup=0", "--guard", "heartbeat_every=0.2s")

@@ -16,7 +16,7 @@ from tests.helpers import wait_for
 from tests.trainguard.integrations.hfacc_support import HF_TINY
 from tests.trainguard.support import PYTHON, read_steps, train_env
 from trainguard import CheckpointError, config_from
-from trainguard.checkpoint import mark_complete
+from trainguard.checkpoints.checkpoint import mark_complete
 from trainguard.integrations.hf import TrainguardCallback, latest_checkpoint, prune
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import psutil
 
-from trainguard._run import Reply, run_slurm
 from trainguard.errors import SlurmError
+from trainguard.slurm.run import Reply, run_slurm
 
 Runner = Callable[[Sequence[str]], Reply]
 # Batch, extern and interactive steps carry these ids (or names): never ended here.

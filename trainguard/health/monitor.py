@@ -28,9 +28,9 @@ from typing import Any, TypeVar
 
 from trainguard.causes import Cause, Decision
 from trainguard.config import GuardConfig
-from trainguard.health_accel import Accelerator
-from trainguard.health_judge import Baseline, LossTrend, straggler, straggler_text
-from trainguard.health_record import Finding, TrainingHealth
+from trainguard.health.accel import Accelerator
+from trainguard.health.judge import Baseline, LossTrend, straggler, straggler_text
+from trainguard.health.record import Finding, TrainingHealth
 
 log = logging.getLogger("trainguard")
 T = TypeVar("T")

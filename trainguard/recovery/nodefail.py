@@ -17,11 +17,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainguard import suspects
-from trainguard._run import Reply, run_slurm
 from trainguard.errors import SlurmError
 from trainguard.heartbeat import Heartbeat
-from trainguard.recovery import hostlist
+from trainguard.recovery import hostlist, suspects
+from trainguard.slurm.run import Reply, run_slurm
 
 Runner = Callable[[Sequence[str]], Reply]
 

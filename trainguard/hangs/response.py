@@ -1,4 +1,4 @@
-"""What the guard does when its progress watchdog (trainguard.hang) finds a hang.
+"""What the guard does when its progress watchdog (trainguard.hangs.watch) finds a hang.
 
 Runs in the watchdog's thread while the main thread is stuck (often inside a C call that
 released the GIL: a gloo all_reduce, a read() on a hung mount):
@@ -24,13 +24,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trainguard import stacks, suspects
 from trainguard._units import format_duration
 from trainguard.causes import EXIT_NO_PROGRESS, EXIT_REQUEUE, Cause
 from trainguard.config import hang_limits
-from trainguard.exits import ProcessExit, write_exit_file
-from trainguard.hang import HangWatch, Stall
-from trainguard.hang_record import (
+from trainguard.hangs import stacks
+from trainguard.hangs.record import (
     HangCount,
     HangEvent,
     append_event,
@@ -43,8 +41,11 @@ from trainguard.hang_record import (
     suspicion,
     write_count,
 )
+from trainguard.hangs.watch import HangWatch, Stall
 from trainguard.heartbeat import node_name, read_heartbeats, write_heartbeat
-from trainguard.suspects import Suspicion
+from trainguard.recovery import suspects
+from trainguard.recovery.suspects import Suspicion
+from trainguard.stopping.exits import ProcessExit, write_exit_file
 
 if TYPE_CHECKING:
     from trainguard.guard import Guard

@@ -13,11 +13,11 @@ from collections.abc import Callable
 
 from trainguard.causes import Cause
 from trainguard.config import GuardConfig
-from trainguard.deadline import Deadline, Margin, StepTimes
-from trainguard.files import FileWatch
-from trainguard.memory import MemoryLimits, MemoryWatch
-from trainguard.signals import SignalFlag
-from trainguard.slurm import DEFAULT_KILL_WAIT_S, JobEnv
+from trainguard.slurm.job import DEFAULT_KILL_WAIT_S, JobEnv
+from trainguard.stopping.deadline import Deadline, Margin, StepTimes
+from trainguard.stopping.memory import MemoryLimits, MemoryWatch
+from trainguard.stopping.signals import SignalFlag
+from trainguard.stopping.switches import FileWatch
 
 log = logging.getLogger("trainguard")
 MAX_POLL_GAP = 1.0   # s: the slow path runs at least this often (keeps the margin fresh)

@@ -22,7 +22,7 @@ from typing import Any
 
 from trainguard._units import format_duration
 from trainguard.heartbeat import Heartbeat
-from trainguard.suspects import Suspicion
+from trainguard.recovery.suspects import Suspicion
 
 HANGS_FILE = ".trainguard-hangs.json"
 

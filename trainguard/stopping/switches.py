@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainguard.causes import Cause
-from trainguard.signals import parse_signal
+from trainguard.stopping.signals import parse_signal
 
 log = logging.getLogger("trainguard")
 

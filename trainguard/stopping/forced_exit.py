@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from trainguard.signals import SignalFlag
+from trainguard.stopping.signals import SignalFlag
 
 Clock = Callable[[], float]
 # (seconds, exit code) for the signals in a pending mask: derived from the time left.

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from trainguard.checkpoint import Checkpoint, Checkpoints
-from trainguard.deadline import Margin
+from trainguard.checkpoints.checkpoint import Checkpoint, Checkpoints
+from trainguard.stopping.deadline import Margin
 
 Clock = Callable[[], float]
 Writer = Callable[[Path], None]

@@ -1,6 +1,6 @@
 """The training-health judgements, as small pure pieces: the loss trend (spikes), the
 throughput baseline, and the straggler among the ranks. Each takes readings and returns a
-message with the numbers (or None); `trainguard.health` feeds them and keeps the findings.
+message with the numbers (or None); `trainguard.health.monitor` feeds them and keeps the findings.
 """
 from __future__ import annotations
 

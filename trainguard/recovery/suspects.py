@@ -2,7 +2,7 @@
 
 A run records each implicated node in its run folder (`trainguard.recovery.journal`):
 
-- `hang`: the node of the rank that stopped first in a hang (trainguard.hang_act);
+- `hang`: the node of the rank that stopped first in a hang (trainguard.hangs.response);
 - `node_fail`: the nodes of a NODE_FAIL;
 - `rank_died`: a rank that died by a signal or a device/communication error while its
   peers were healthy;

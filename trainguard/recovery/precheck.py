@@ -120,8 +120,8 @@ def precheck(cfg: GuardConfig, env: Mapping[str, str]) -> Failed | None:
 
 
 def record(cfg: GuardConfig, env: Mapping[str, str], failed: Failed) -> None:
-    """This node as a suspect in the run's record (trainguard.suspects)."""
-    from trainguard import suspects
+    """This node as a suspect in the run's record (trainguard.recovery.suspects)."""
+    from trainguard.recovery import suspects
     if cfg.run_dir is None:
         return
     try:
@@ -148,7 +148,7 @@ def run(cfg: GuardConfig, env: Mapping[str, str]) -> None:
     log.error("trainguard: %s; it is a suspect now: ending the job step", why)
     record(cfg, env, failed)
     if cfg.exit_file is not None:
-        from trainguard.exits import write_exit_file
+        from trainguard.stopping.exits import write_exit_file
         write_exit_file(cfg.exit_file, EXIT_PRECHECK, why)
     _end_own_step(env)
     logging.shutdown()
@@ -157,8 +157,8 @@ def run(cfg: GuardConfig, env: Mapping[str, str]) -> None:
 
 def _end_own_step(env: Mapping[str, str]) -> None:
     # Its peers would wait at the rendezvous until its timeout (30 min): end the step now.
-    from trainguard._run import run_slurm
     from trainguard.errors import SlurmError
+    from trainguard.slurm.run import run_slurm
     try:
         run_slurm(["scancel", "--signal=KILL", f"{env['SLURM_JOB_ID']}.{env['SLURM_STEP_ID']}"])
     except (SlurmError, KeyError) as exc:

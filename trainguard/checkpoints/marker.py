@@ -1,6 +1,6 @@
 """A checkpoint folder's completeness marker, `COMPLETE.json`: written last, after every
 file and the folder are fsynced, listing every file and its size; a folder is complete when
-the marker exists and every file has the size it lists. Used by trainguard.checkpoint's
+the marker exists and every file has the size it lists. Used by trainguard.checkpoints.checkpoint's
 commit and by the integrations that let a framework fill and name the folder itself.
 """
 from __future__ import annotations

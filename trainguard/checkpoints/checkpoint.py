@@ -30,11 +30,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # The marker moved to its own module; these names stay importable from here.
-from trainguard.marker import MARKER as MARKER
-from trainguard.marker import damage as damage
-from trainguard.marker import fsync_path, write_atomically
-from trainguard.marker import is_complete as is_complete
-from trainguard.marker import mark_complete as mark_complete
+from trainguard.checkpoints.marker import MARKER as MARKER
+from trainguard.checkpoints.marker import damage as damage
+from trainguard.checkpoints.marker import fsync_path, write_atomically
+from trainguard.checkpoints.marker import is_complete as is_complete
+from trainguard.checkpoints.marker import mark_complete as mark_complete
 
 log = logging.getLogger("trainguard")
 LATEST = "latest"

@@ -1,4 +1,4 @@
-"""The side effects of `trainguard.inplace`: asking `python -m trainguard.recovery`, reading
+"""The side effects of `trainguard.recovery.inplace`: asking `python -m trainguard.recovery`, reading
 the newest checkpoint, saying things in the job's log, forgetting an ended step's heartbeats."""
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def newest_checkpoint(root: Path | None) -> int:
     if root is None:
         return -1
     try:
-        from trainguard.checkpoint import Checkpoints
+        from trainguard.checkpoints.checkpoint import Checkpoints
         latest = Checkpoints(root).latest()
     except Exception as exc:  # noqa: BLE001 - a step for the record only; never block the restart
         say(f"cannot read the checkpoints in {root}: {exc}")

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from trainguard.agreement import Agreement
-from trainguard.fast_exit import FastExit
-from trainguard.requeue import requeue
+from trainguard.recovery.requeue import requeue
+from trainguard.stopping.agreement import Agreement
+from trainguard.stopping.fast_exit import FastExit
 
 log = logging.getLogger("trainguard")
 
@@ -54,7 +54,7 @@ class ProcessExit:
     def requeue(job_id: str) -> None:
         # Only without the batch script template (which requeues on exit 140 itself), and
         # from one rank only: one requeue per job.
-        # The shared requeue (trainguard/requeue.py): none on top of Slurm's own after a
+        # The shared requeue (trainguard/recovery/requeue.py): none on top of Slurm's own after a
         # preemption on 24.11+, which would requeue the next run too.
         try:
             outcome = requeue(job_id)

@@ -13,7 +13,7 @@ save or evaluation is not a hang. Every budget is bounded by the time left to th
 EndTime (less a reserve for the requeue), so a hang close to the end is still requeued.
 `stopping` and `done` are not watched (the forced-exit timer covers a stop that hangs).
 
-What happens on a hang is trainguard.hang_act's job.
+What happens on a hang is trainguard.hangs.response's job.
 """
 from __future__ import annotations
 

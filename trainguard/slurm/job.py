@@ -1,7 +1,7 @@
 """What the training needs to know from SLURM: the job's environment, its EndTime and
 state from the controller, KillWait, and the one requeue call.
 
-Every Slurm command is an argument list with a timeout (trainguard._run), so a
+Every Slurm command is an argument list with a timeout (trainguard.slurm.run), so a
 stopped controller is an error the caller handles, never a hang of the training loop.
 """
 from __future__ import annotations
@@ -12,8 +12,8 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from trainguard._run import run_slurm
 from trainguard.errors import SlurmError
+from trainguard.slurm.run import run_slurm
 
 QUERY_TIMEOUT_S = 10.0
 DEFAULT_KILL_WAIT_S = 30.0  # Slurm's default KillWait

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from trainguard.causes import Cause
 from trainguard.errors import SlurmError
-from trainguard.slurm import JobTimes, format_epoch, query_job
+from trainguard.slurm.job import JobTimes, format_epoch, query_job
 
 log = logging.getLogger("trainguard")
 Query = Callable[[], JobTimes]

@@ -1,0 +1,3 @@
+"""Training health: cheap observations in the loop (loss, throughput, data waits, the
+accelerator), the pure judgements over them, and the record the watchdog reads.
+"""
