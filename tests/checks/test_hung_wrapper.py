@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from trainguard.slurm.job import run as trainguard_run
+from trainguard.slurm import run as trainguard_run
 from watchdogs.checks.context import TickContext
 from watchdogs.dropins.submit import submit
 from watchdogs.errors import SlurmError
