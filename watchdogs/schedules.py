@@ -6,7 +6,7 @@ caller's. Crontab expressions follow cron, not APScheduler 3: day-of-week 0 and 
 Sunday, and when both day-of-month and day-of-week are restricted, either one matching
 is enough.
 
-In the core layer (docs/design.md, "Layers"): drop-in discovery and the scheduler both
+In the core layer (docs/architecture.md, "Layers"): drop-in discovery and the scheduler both
 import it.
 """
 from __future__ import annotations
