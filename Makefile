@@ -121,10 +121,12 @@ bench: install-dev
 	$(PY) benchmarks/_table.py; \
 	if [ -n "$$failed" ]; then echo "failed:$$failed"; exit 1; fi
 
-# ruff, then mypy over the three packages (configuration in pyproject.toml), then the
-# documentation site, strictly (a broken link or a page's error fails).
+# ruff, then the import contracts (import-linter: the layers of docs/architecture.md, no
+# circles), then mypy over the three packages (configuration of all three in pyproject.toml),
+# then the documentation site, strictly (a broken link or a page's error fails).
 lint: install-dev
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
@@ -141,4 +143,4 @@ dist: install-dev
 	$(VENV)/bin/twine check --strict dist/*
 
 clean: cluster-down
-	rm -rf $(VENV) .pytest_cache dist build
+	rm -rf $(VENV) .pytest_cache .import_linter_cache dist build

@@ -14,6 +14,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -257,13 +258,26 @@ def test_trainguard_still_exports_its_public_names_on_first_use() -> None:
     assert proc.stdout.strip() == "[]"
 
 
+class HelpsAdded:
+    """The subparsers a register() is handed, recording the help of each command it adds
+    (argparse keeps that help in no public attribute)."""
+
+    def __init__(self, sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+        self.sub = sub
+        self.helps: dict[str, str | None] = {}
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        self.helps[name] = kwargs.get("help")
+        return self.sub.add_parser(name, **kwargs)
+
+
 def registered_by(module_name: str) -> dict[str, str | None]:
     """Command name -> help, as the module's register() adds them."""
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers()
-    importlib.import_module(f"watchdogs.commands.{module_name}").register(sub)
-    helps = {action.dest: action.help for action in sub._choices_actions}
-    return {name: helps.get(name) for name in sub.choices}
+    added = HelpsAdded(sub)
+    importlib.import_module(f"watchdogs.commands.{module_name}").register(added)
+    return {name: added.helps.get(name) for name in sub.choices}
 
 
 def test_the_command_table_matches_what_each_module_registers() -> None:

@@ -1,171 +1,126 @@
-"""Dependencies flow one way, down the layers written in docs/design.md ("Layers").
+"""Dependencies flow one way, down the layers of docs/architecture.md ("Layers").
 
-Every import in watchdogs/, notifiers/ and trainguard/ is read with `ast` (lazy imports inside
-functions and `if TYPE_CHECKING:` imports count too: they are dependencies all the same), then:
-no module imports a module of a higher layer, the units of the table import each other without
-cycles, and trainguard imports nothing from watchdogs or notifiers.
+The contracts themselves are import-linter's, in pyproject.toml ([tool.importlinter]), and
+`make lint` checks them with `lint-imports`: no module imports a higher layer, notifiers
+depend only on core, trainguard imports nothing of the watchdog, and sibling modules and
+packages of watchdogs and notifiers import each other without a circle. This file reads the
+same configuration (import-linter's own reader), so the table exists once, and adds what
+import-linter does not say: every module is placed in a layer (an unplaced one would be
+held to nothing), the documented table is the checked one, and no two modules of the three
+packages import each other in a circle, trainguard's included (grimp's graph, module by
+module: lazy imports inside functions count, `if TYPE_CHECKING:` imports do not).
 """
 from __future__ import annotations
 
-import ast
-from collections.abc import Iterator
+import functools
+import re
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
+
+import grimp
+from importlinter.api import read_configuration
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("watchdogs", "notifiers", "trainguard")
-
-LAYERS: tuple[tuple[str, ...], ...] = (
-    # 0 core: result, errors, units, the config option system, alert and schedule types.
-    ("watchdogs", "watchdogs.result", "watchdogs.errors", "watchdogs.units", "watchdogs.config",
-     "watchdogs.configured", "watchdogs.plugins", "watchdogs.sink", "watchdogs.schedules",
-     "watchdogs.alerts.events", "watchdogs.trust",
-     "watchdogs.userregex"),
-    # 1 talking to the world: Slurm, filesystems, the state database.
-    ("watchdogs.slurmctl", "watchdogs.fsprobe", "watchdogs.state"),
-    # 2 what is checked, and how people are told.
-    ("watchdogs.checks", "watchdogs.alerts", "notifiers"),
-    # 3 what runs when.
-    ("watchdogs.dropins", "watchdogs.scheduler", "watchdogs.report"),
-    # 4 what a user asks for.
-    ("watchdogs.commands",),
-    # 5 the command line.
-    ("watchdogs.cli", "watchdogs.__main__"),
-)
-"""Each unit is a module or a package (longest prefix wins); a unit may import its own layer
-or lower ones. "watchdogs" itself is core, so a new module nobody placed is held to core's rules."""
-
-APART = ("trainguard",)
-"""A library of its own for training scripts: imports nothing from watchdogs or notifiers. The
-watchdog may read its heartbeat format (`trainguard.heartbeat`), as it would a third-party
-library's."""
-
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(REPO).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+PYPROJECT = REPO / "pyproject.toml"
+ARCHITECTURE = REPO / "docs" / "architecture.md"
 
 
-def all_modules() -> dict[str, Path]:
-    return {module_name(p): p for pkg in PACKAGES for p in sorted((REPO / pkg).rglob("*.py"))}
+@functools.cache
+def contracts() -> dict[str, dict[str, Any]]:
+    """import-linter's contracts by id, as its own reader reads pyproject.toml."""
+    options = read_configuration(str(PYPROJECT))["contracts_options"]
+    return {c["id"]: c for c in options}
 
 
-def imports_of(name: str, path: Path, known: set[str]) -> Iterator[str]:
-    """The project modules `name` imports (`from a import b` names module a.b when it is one)."""
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            targets = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
-                base = f"{anchor}.{base}" if base else anchor
-            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
-        else:
-            continue
-        yield from (t for t in targets if t.split(".")[0] in PACKAGES)
+def units(field: object) -> tuple[str, ...]:
+    """The module names of a contract field: a list, or one layer's `a : b` / `a | b`."""
+    items = field if isinstance(field, list) else [field]
+    return tuple(u.strip() for item in items for u in re.split(r"[:|]", str(item)) if u.strip())
 
 
-def unit_of(module: str) -> str:
-    units = [u for layer in LAYERS for u in layer] + list(APART)
-    matches = [u for u in units if module == u or module.startswith(u + ".")]
-    assert matches, f"{module} is in no layer: add it to LAYERS (and docs/design.md)"
-    return max(matches, key=len)
+@functools.cache
+def layers() -> tuple[tuple[str, ...], ...]:
+    """The layers, core first. The alert types are core inside the alerts package (a layers
+    contract cannot nest them), held to core by a contract of their own."""
+    listed = tuple(units(layer) for layer in reversed(contracts()["layers"]["layers"]))
+    core_inside = units(contracts()["core-alert-types"]["source_modules"])
+    return ((*listed[0], *core_inside), *listed[1:])
 
 
-def layer_of(unit: str) -> int | None:
-    return next((i for i, layer in enumerate(LAYERS) if unit in layer), None)
+@functools.cache
+def apart() -> tuple[str, ...]:
+    return units(contracts()["trainguard"]["source_modules"])
 
 
-def edges() -> set[tuple[str, str]]:
-    modules = all_modules()
-    known = set(modules)
-    return {(name, target) for name, path in modules.items()
-            for target in imports_of(name, path, known) if target != name}
+@functools.cache
+def graph() -> grimp.ImportGraph:
+    options = read_configuration(str(PYPROJECT))["session_options"]
+    return grimp.build_graph(*options["root_packages"], cache_dir=None,
+                             exclude_type_checking_imports=True)
 
 
-def upward_imports(graph: set[tuple[str, str]]) -> list[str]:
-    found = []
-    for source, target in sorted(graph):
-        low, high = layer_of(unit_of(source)), layer_of(unit_of(target))
-        if low is not None and high is not None and high > low:
-            found.append(f"{source} (layer {low}) imports {target} (layer {high})")
-    return found
+def unit_of(module: str) -> str | None:
+    """The unit a module falls in (the longest name that is it or a package above it)."""
+    matches = [u for layer in layers() for u in (*layer, *apart())
+               if module == u or module.startswith(u + ".")]
+    return max(matches, key=len, default=None)
 
 
-def unit_cycles(graph: set[tuple[str, str]]) -> list[list[str]]:
-    """Strongly connected groups of more than one unit (Tarjan's algorithm)."""
-    succ: dict[str, set[str]] = {}
-    for source, target in graph:
-        a, b = unit_of(source), unit_of(target)
-        if a != b:
-            succ.setdefault(a, set()).add(b)
-            succ.setdefault(b, set())
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    groups: list[list[str]] = []
+def cycles(g: grimp.ImportGraph) -> list[str]:
+    """Each circle of imports once, written `a -> b -> a`: for every import a -> b, the
+    shortest chain back from b to a."""
+    found: dict[frozenset[str], str] = {}
+    for importer in sorted(g.modules):
+        for imported in sorted(g.find_modules_directly_imported_by(importer)):
+            back = g.find_shortest_chain(importer=imported, imported=importer)
+            if back is not None and frozenset(back) not in found:
+                found[frozenset(back)] = " -> ".join((importer, *back))
+    return sorted(found.values())
 
-    def visit(node: str) -> None:
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        for nxt in sorted(succ[node]):
-            if nxt not in index:
-                visit(nxt)
-                low[node] = min(low[node], low[nxt])
-            elif nxt in stack:
-                low[node] = min(low[node], index[nxt])
-        if low[node] == index[node]:
-            group = []
-            while True:
-                member = stack.pop()
-                group.append(member)
-                if member == node:
-                    break
-            if len(group) > 1:
-                groups.append(sorted(group))
 
-    for node in sorted(succ):
-        if node not in index:
-            visit(node)
-    return groups
+def test_the_import_contracts_are_kept() -> None:
+    """What `make lint` runs, so that the test suite alone also holds the layers."""
+    lint = Path(sys.executable).with_name("lint-imports")
+    proc = subprocess.run([str(lint), str(PYPROJECT), "--no-cache", "--no-logo"], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_every_module_is_in_a_layer() -> None:
-    for name in all_modules():
-        assert unit_of(name)
+    roots = {m for m in graph().modules if "." not in m}
+    unplaced = sorted(m for m in graph().modules - roots if unit_of(m) is None)
+    assert unplaced == [], ("not in any layer of pyproject.toml's [tool.importlinter] layers "
+                            "contract (and docs/architecture.md): an unplaced module is held to "
+                            f"no layer at all: {unplaced}")
 
 
-def test_no_module_imports_a_higher_layer() -> None:
-    assert upward_imports(edges()) == []
+def test_no_module_imports_another_in_a_circle() -> None:
+    found = cycles(graph())
+    assert found == [], "imports in a circle (move what both need to where its concept lives):\n" + \
+        "\n".join(found)
 
 
-def test_no_import_cycles_between_packages() -> None:
-    assert unit_cycles(edges()) == []
+def test_the_circle_finder_names_each_circle_once() -> None:
+    g = grimp.ImportGraph()
+    for importer, imported in [("p.job", "p.jobgone"), ("p.jobgone", "p.joblifecycle"),
+                               ("p.joblifecycle", "p.job"), ("p.base", "p.context"),
+                               ("p.job", "p.base")]:
+        g.add_import(importer=importer, imported=imported)
+    assert cycles(g) == ["p.job -> p.jobgone -> p.joblifecycle -> p.job"]
 
 
-def test_notifiers_depend_only_on_core() -> None:
-    beyond = sorted(f"{s} imports {t}" for s, t in edges()
-                    if unit_of(s) == "notifiers" and unit_of(t) != "notifiers" and layer_of(unit_of(t)) != 0)
-    assert beyond == []
-
-
-def test_trainguard_imports_nothing_from_the_watchdog() -> None:
-    leaks = {(s, t) for s, t in edges()
-             if unit_of(s) in APART and t.split(".")[0] in ("watchdogs", "notifiers")}
-    assert leaks == set(), sorted(leaks)
-
-
-def test_the_checker_sees_an_upward_import_and_a_cycle() -> None:
-    graph = {("watchdogs.slurmctl.snapshot", "watchdogs.checks.context"),
-             ("watchdogs.dropins.crontab", "watchdogs.scheduler.loop"),
-             ("watchdogs.scheduler.items", "watchdogs.dropins.discovery")}
-    assert upward_imports(graph) == [
-        "watchdogs.slurmctl.snapshot (layer 1) imports watchdogs.checks.context (layer 2)"]
-    assert unit_cycles(graph) == [["watchdogs.dropins", "watchdogs.scheduler"]]
-
-
-def test_the_layers_in_docs_design_md_are_the_ones_checked() -> None:
-    text = (REPO / "docs" / "design.md").read_text()
-    section = text.split("## Layers", 1)[1].split("\n## ", 1)[0]
-    for unit in [u for layer in LAYERS for u in layer] + list(APART):
-        assert f"`{unit}`" in section, f"docs/design.md, Layers: {unit} is not named"
+def test_the_layers_in_docs_architecture_md_are_the_ones_checked() -> None:
+    """Every unit is named in the `## Layers` table, the units of one layer on one row, and
+    the rows in the order of the layers, core first."""
+    section = ARCHITECTURE.read_text().split("\n## Layers", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("|")]
+    row_of: dict[str, int] = {}
+    for unit in [u for layer in layers() for u in layer] + list(apart()):
+        where = [i for i, row in enumerate(rows) if f"`{unit}`" in row]
+        assert where, f"docs/architecture.md, Layers: {unit} is not named in the table"
+        row_of[unit] = where[0]
+    layer_rows = [sorted({row_of[u] for u in layer}) for layer in layers()]
+    assert all(len(r) == 1 for r in layer_rows), f"a layer spread over rows: {layer_rows}"
+    assert [r[0] for r in layer_rows] == sorted(r[0] for r in layer_rows), "rows out of order"

@@ -67,11 +67,13 @@ def test_hung_dropin_and_its_children_are_killed_at_the_timeout(tmp_path: Path) 
 
 
 def test_shutdown_kill_counts_as_not_run(tmp_path: Path) -> None:
-    proc, _ = run(tmp_path, "sleep 300")
+    # The drop-in says it runs (a file only it writes), so the kill finds it running.
+    started = tmp_path / "started"
+    proc, _ = run(tmp_path, f"touch {started}\nsleep 300")
     box: list[object] = []
     worker = threading.Thread(target=lambda: box.append(proc.run()))
     worker.start()
-    wait_for(lambda: proc._proc is not None, timeout=5)
+    wait_for(started.exists, timeout=5, what="the drop-in to start")
     proc.kill(SHUTDOWN)
     worker.join(10)
     assert box == [None]

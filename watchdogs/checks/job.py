@@ -102,6 +102,20 @@ class JobCheck(Check):
     def watched_jobs(self, ctx: TickContext) -> list[JobSpec]:
         return [self.spec]
 
+    # -- what a look remembers for the next one -------------------------------------------
+    # One record per check in the state store, read and written by the check's lifecycle
+    # notices (watchdogs.checks.joblifecycle) and by the explanation of a gone job
+    # (watchdogs.checks.jobgone) through these two methods, so they need nothing of this
+    # module but the check they are handed: they depend on it, it does not depend on them.
+
+    def memory(self, ctx: TickContext) -> dict[str, Any]:
+        """This check's memory of its earlier looks: a copy, changed and given back to
+        `keep_memory`."""
+        return dict(ctx.store.kv_get(MEMORY, self.name, {}))
+
+    def keep_memory(self, ctx: TickContext, memory: Mapping[str, Any]) -> None:
+        ctx.store.kv_put(MEMORY, self.name, memory)
+
     def ended_job_ids(self, ctx: TickContext) -> list[str]:
         """The job IDs this check needs accounting for this tick, computed once per tick
         (before the check updates its memory): jobs seen alive last time and gone now, and
@@ -110,7 +124,7 @@ class JobCheck(Check):
 
     def _ended_ids(self, ctx: TickContext) -> list[str]:
         rows = self._rows(ctx)
-        memory = ctx.store.kv_get(MEMORY, self.name, {})
+        memory = self.memory(ctx)
         alive = {r.raw_id for r in rows if r.running or r.queued}
         ids: list[str] = []
         if jobnotices.ENDED in (self.opts.get("notices") or ()):
@@ -133,7 +147,7 @@ class JobCheck(Check):
         from watchdogs.checks.jobend import Window
 
         rows = self._rows(ctx)
-        memory = ctx.store.kv_get(MEMORY, self.name, {})
+        memory = self.memory(ctx)
         first = ctx.now.timestamp() - FIRST_LOOKBACK_S
         ids = self.ended_job_ids(ctx)
         alive = any(r.running or r.queued for r in rows)
@@ -144,8 +158,8 @@ class JobCheck(Check):
             return None
         since = float("inf")
         if not alive:
-            since = memory.get("alive_at") if memory.get("alive_last") else memory.get("looked_at")
-            since = first if since is None else since
+            last: float | None = memory.get("alive_at" if memory.get("alive_last") else "looked_at")
+            since = first if last is None else last
         if requeues:
             since = min(since, memory.get("looked_at", first))
         if ids:
@@ -176,7 +190,7 @@ class JobCheck(Check):
         rows = self._rows(ctx)
         causes = lifecycle.requeue_causes(self, ctx, rows)
         said = self._notices(ctx, rows, causes)
-        last = (ctx.store.kv_get(MEMORY, self.name, {}).get("job_ids") or [None])[-1]
+        last = (self.memory(ctx).get("job_ids") or [None])[-1]
         lifecycle.remember(self, ctx, verdict, rows)
         result = (self._gone(ctx, rows) if verdict.kind == GONE else
                   CheckResult(verdict.status, verdict.summary, verdict.details, verdict.metrics,
@@ -208,7 +222,7 @@ class JobCheck(Check):
             except WatchdogsError as exc:
                 return unknown(f"cannot tell whether jobs with {spec.describe()} run: {exc} "
                                "(not assuming the job is gone)")
-        memory = ctx.store.kv_get(MEMORY, self.name, {})
+        memory = self.memory(ctx)
         return assess(snapshot.matching(spec), ctx.now, memory.get("last_running_at"),
                       self.opts.get("max_pending"))
 

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from watchdogs.checks import jobend, jobfiles, recovery
-from watchdogs.checks.job import MEMORY
 from watchdogs.errors import SlurmError, WatchdogsError
 from watchdogs.result import CheckResult, Notice, Status
 from watchdogs.slurmctl import resubmit
@@ -32,7 +31,7 @@ RESUBMITS = "check.job.resubmits"
 def gone(check: JobCheck, ctx: TickContext, rows: list[JobRow]) -> CheckResult:
     """CRITICAL with how the last instance ended, or WARNING when it was resubmitted."""
     spec = check.spec
-    memory = ctx.store.kv_get(MEMORY, check.name, {})
+    memory = check.memory(ctx)
     runs = _runs_since(check, ctx)
     job_id = _newest([r.raw_id for r in runs[:1]], check.last_id(rows, memory))
     context = {"job_name": check.label(), "state": "GONE"}
@@ -66,11 +65,11 @@ def gone(check: JobCheck, ctx: TickContext, rows: list[JobRow]) -> CheckResult:
 
 def _completed(check: JobCheck, ctx: TickContext, job_id: str, summary: str,
                lines: tuple[str, ...], context: dict[str, str], fingerprint: str) -> CheckResult:
-    memory = dict(ctx.store.kv_get(MEMORY, check.name, {}))
+    memory = check.memory(ctx)
     told = memory.get("told_completed") == job_id
     if not told:
         memory["told_completed"] = job_id
-        ctx.store.kv_put(MEMORY, check.name, memory)
+        check.keep_memory(ctx, memory)
     notices = () if told else (Notice(summary, lines, "ended"),)
     return CheckResult(Status.OK, summary, lines, context=context, fingerprint=fingerprint,
                        notices=notices)
@@ -106,7 +105,7 @@ def _newest(*candidates: Sequence[str] | str | None) -> str | None:
 def _earlier_runs(check: JobCheck, ctx: TickContext, earlier: list[AcctRecord]) -> str:
     """"; and 1 earlier run since the last look: job 5 hit its time limit" (runs already
     reported are left out)."""
-    memory = ctx.store.kv_get(MEMORY, check.name, {})
+    memory = check.memory(ctx)
     told = memory.get("explained", {})
     earlier = [r for r in earlier if r.raw_id not in told]
     if not earlier:
@@ -134,7 +133,7 @@ def _ending(check: JobCheck, ctx: TickContext, job_id: str, row: JobRow | None
             ) -> tuple[Ending, dict[str, Any] | None, bool]:
     """How `job_id` ended (kept once accounting has it), its log tail, and whether the
     explanation is final (from accounting)."""
-    memory = ctx.store.kv_get(MEMORY, check.name, {})
+    memory = check.memory(ctx)
     kept = memory.get("explained", {}).get(job_id)
     if kept is not None:
         ending, tail = jobend.from_json(kept)
@@ -144,10 +143,10 @@ def _ending(check: JobCheck, ctx: TickContext, job_id: str, row: JobRow | None
     ending = jobend.explain_end(ctx, facts, progress)
     tail = _tail(check.opts, ending)
     if facts.source == "sacct":
-        memory = dict(ctx.store.kv_get(MEMORY, check.name, {}))
+        memory = check.memory(ctx)
         memory["explained"] = jobend.keep(memory.get("explained", {}), job_id,
                                           jobend.to_json(ending, tail))
-        ctx.store.kv_put(MEMORY, check.name, memory)
+        check.keep_memory(ctx, memory)
     return ending, tail, facts.source == "sacct"
 
 

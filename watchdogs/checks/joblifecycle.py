@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from watchdogs.checks import jobnotices
-from watchdogs.checks.job import MEMORY
 from watchdogs.checks.jobend import tick_answer
 from watchdogs.checks.jobgone import final_ending
 from watchdogs.errors import SlurmError
@@ -33,7 +32,7 @@ def requeue_causes(check: JobCheck, ctx: TickContext, rows: list[JobRow]) -> dic
     `notices` include requeued (it reads accounting anyway). {} when accounting cannot say."""
     if jobnotices.REQUEUED not in (check.opts.get("notices") or ()):
         return {}
-    since = dict(ctx.store.kv_get(MEMORY, check.name, {})).get("looked_at")
+    since = check.memory(ctx).get("looked_at")
     if since is None:
         return {}
     try:
@@ -59,7 +58,7 @@ def lifecycle_notices(check: JobCheck, ctx: TickContext, rows: list[JobRow],
     look; an `ended` notice waits for accounting's final word (`pending_notices`).
     `causes`: `requeue_causes`, to word a requeue ("was preempted")."""
     wanted = check.opts.get("notices") or ()
-    memory = dict(ctx.store.kv_get(MEMORY, check.name, {}))
+    memory = check.memory(ctx)
     if not wanted or "seen" not in memory:
         return []  # the first look only learns what runs; nothing has changed yet
     found = transitions(memory["seen"], rows)
@@ -68,9 +67,9 @@ def lifecycle_notices(check: JobCheck, ctx: TickContext, rows: list[JobRow],
     said, waiting = jobnotices.notices(
         wanted, found, ctx.now, check.label(), memory.get("pending_notices", {}),
         lambda job_id, row: final_ending(check, ctx, job_id, row), causes or {})
-    memory = dict(ctx.store.kv_get(MEMORY, check.name, {}))
+    memory = check.memory(ctx)
     memory["pending_notices"] = waiting
-    ctx.store.kv_put(MEMORY, check.name, memory)
+    check.keep_memory(ctx, memory)
     return said
 
 
@@ -113,17 +112,17 @@ def requeued_between(check: JobCheck, ctx: TickContext, rows: list[JobRow],
         if new:
             told[row.raw_id] = [*told.get(row.raw_id, []), *new][-10:]
     alive = {r.raw_id for r in rows}
-    fresh = dict(ctx.store.kv_get(MEMORY, check.name, {}))
+    fresh = check.memory(ctx)
     fresh["requeues_told"] = {k: v for k, v in told.items() if k in alive}
     fresh["requeues_seen_until"] = {k: v for k, v in until.items() if k in alive}
-    ctx.store.kv_put(MEMORY, check.name, fresh)
+    check.keep_memory(ctx, fresh)
     return out
 
 
 def remember(check: JobCheck, ctx: TickContext, verdict: Assessment, rows: list[JobRow]) -> None:
     """Last job ids seen alive (to ask how the last one ended), when one last ran, and
     each alive job's state (for the lifecycle transitions of the next look)."""
-    memory = dict(ctx.store.kv_get(MEMORY, check.name, {}))
+    memory = check.memory(ctx)
     alive = [r.raw_id for r in (*verdict.running, *verdict.queued)]
     if alive:
         memory["job_ids"] = alive[-20:]
@@ -134,4 +133,4 @@ def remember(check: JobCheck, ctx: TickContext, verdict: Assessment, rows: list[
     if alive:
         memory["alive_at"] = ctx.now.timestamp()
     memory["seen"] = remember_rows(rows)
-    ctx.store.kv_put(MEMORY, check.name, memory)
+    check.keep_memory(ctx, memory)

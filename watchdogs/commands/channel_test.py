@@ -26,7 +26,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.set_defaults(handler=channel_test)
 
 
-def _batch(channel: str, severity: str, cluster: str) -> Batch:
+def notify_test_batch(channel: str, severity: str, cluster: str) -> Batch:
+    """The test message: one event of kind "test" that says who sent it from where (also
+    what `watchdogs doctor --send` sends)."""
     now = datetime.now().astimezone()
     host = socket.gethostname()
     try:
@@ -50,7 +52,7 @@ def channel_test(args: argparse.Namespace) -> CommandResult:
     from watchdogs.slurmctl.clustername import cluster_name
 
     cluster = cluster_name(config.alerts.cluster, socket.gethostname())
-    batch = _batch(settings.name, args.severity, cluster)
+    batch = notify_test_batch(settings.name, args.severity, cluster)
     message = notifier.render(batch, Templates(config.alerts.templates))
     head = f"channel {settings.name!r} ({settings.type})"
     data = {"channel": settings.name, "type": settings.type, "destination": notifier.describe(),

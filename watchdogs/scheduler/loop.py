@@ -1,16 +1,12 @@
-"""The scheduler: APScheduler decides *when*, this loop decides *what runs together*.
+"""The scheduler: APScheduler decides *when* (watchdogs.scheduler.timetable), this loop
+decides *what runs together*.
 
 Each item is an APScheduler job whose trigger fires at its due times. A job does not run
-the item: APScheduler's submission event puts "due" on a queue, and this loop gathers
-everything due at the same moment into one batch (one TickContext, so one squeue and one
-sinfo serve every check of it), starts it, and hands every finished run of the tick to the
-result sink in one call. Every `tick` it rescans cron.d, writes the heartbeat, flushes the
-sink and runs periodic chores.
-
-APScheduler's defaults are wrong here: misfire_grace_time=1s silently drops a run that is
-a little late. Jobs use misfire_grace_time=None (a late run still runs), coalesce=True
-(a backlog runs once) and max_instances=1; catch-up after a gap comes from the last
-completed run in the state database (`first_run`).
+the item: the timetable puts "due" on a queue, and this loop gathers everything due at the
+same moment into one batch (one TickContext, so one squeue and one sinfo serve every check
+of it), starts it, and hands every finished run of the tick to the result sink in one call.
+Every `tick` it has the timetable rescan cron.d, writes the heartbeat, flushes the sink and
+runs periodic chores.
 """
 from __future__ import annotations
 
@@ -21,9 +17,6 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timezone, tzinfo
 from typing import TYPE_CHECKING
 
-from apscheduler.events import EVENT_JOB_SUBMITTED, JobSubmissionEvent
-from apscheduler.executors.debug import DebugExecutor
-from apscheduler.schedulers.background import BackgroundScheduler
 from tzlocal import get_localzone
 
 from watchdogs import units
@@ -31,21 +24,18 @@ from watchdogs.scheduler import metrics
 from watchdogs.scheduler import records as records_schema
 from watchdogs.scheduler.chores import Periodic, run_due
 from watchdogs.scheduler.held import HeldOutcomes
-from watchdogs.scheduler.inbox import removed_items
-from watchdogs.scheduler.items import Item, check_items, dropin_items
 from watchdogs.scheduler.prune import prune_state
 from watchdogs.scheduler.records import GuardedRecords, Records
-from watchdogs.scheduler.refusals import refusal_outcomes
 from watchdogs.scheduler.runner import Due, Finished, LoopEvent, Runner
 from watchdogs.scheduler.runs import FinishedRun, cut_off_by_job_end
 from watchdogs.scheduler.stopflag import StopFlag
-from watchdogs.schedules import first_run, make_trigger
+from watchdogs.scheduler.timetable import Timetable
 from watchdogs.state import history
 
 if TYPE_CHECKING:
     from watchdogs.config.model import Config
-    from watchdogs.dropins.safety import Refusal
     from watchdogs.plugins import Registry
+    from watchdogs.scheduler.items import Item
     from watchdogs.scheduler.publish import StateOwner
     from watchdogs.sink import ResultSink
     from watchdogs.state.store import StateStore
@@ -56,10 +46,6 @@ POLL_S = 0.5
 COALESCE_S = 0.05
 """Items due within this of each other run as one batch."""
 PRUNE_EVERY_S = 3600.0
-
-
-def _noop() -> None:
-    """The APScheduler job body: the work is started by the loop on the submission event."""
 
 
 class Scheduler:
@@ -79,23 +65,14 @@ class Scheduler:
         self.instance = instance
         self.stop = stop
         self.periodic = list(periodic)
-        self.uid = uid
         self.clock = clock
-        self.tz = tz or get_localzone()
         self.events: queue.Queue[LoopEvent] = queue.Queue()
         self.runner = Runner(config, store, self.records, self.events, instance, env, clock)
-        self.items: dict[str, Item] = {}
         self.held = HeldOutcomes()
-        self.refused: list[Refusal] = []
         self.owner = owner
-        self._known: set[str] | None = None
-        self._warned: set[str] = set()
-        self._refused_paths: set[str] = set()
-        self._checks, self._check_refusals = check_items(config, registry)
-        self._aps = BackgroundScheduler(timezone=timezone.utc, executors={"default": DebugExecutor()},
-                                        job_defaults={"misfire_grace_time": None, "coalesce": True,
-                                                      "max_instances": 1})
-        self._aps.add_listener(self._on_submitted, EVENT_JOB_SUBMITTED)
+        self.timetable = Timetable(config, registry, self.records, tz or get_localzone(),
+                                   lambda item, at: self.events.put(Due(item, at)), uid=uid,
+                                   resolve_removed=owner is not None)
 
     def run(self) -> str:
         """Run until the stop flag is raised; returns why it stopped."""
@@ -105,10 +82,10 @@ class Scheduler:
                         "not run", item)
         self._prune(now)
         self._sync(now)
-        LOG.info("scheduling %d items (tick %s, state in %s); %d refused", len(self.items),
+        LOG.info("scheduling %d items (tick %s, state in %s); %d refused", len(self.timetable.items),
                  units.format_duration(self.config.scheduler.tick), self.config.scheduler.state_dir,
-                 len(self.refused))
-        self._aps.start()
+                 len(self.timetable.refused))
+        self.timetable.start()
         last_chores = {p.name: now for p in self.periodic}
         next_tick, last_prune = 0.0, now
         while self.stop.request is None:
@@ -155,11 +132,12 @@ class Scheduler:
     def _dispatch(self, dues: list[Due], now: float) -> None:
         if not dues or self.stop.request is not None:
             return
-        scheduled = {d.item: d.scheduled for d in dues if d.item in self.items}
-        batch = [self.items[i] for i in scheduled]
+        items = self.timetable.items
+        scheduled = {d.item: d.scheduled for d in dues if d.item in items}
+        batch = [items[i] for i in scheduled]
         for skip in self.runner.start(batch, now, scheduled):
             LOG.info("%s: %s; this run is skipped", skip.item, skip.reason)
-        self.records.plan({i: self._next_run(i) for i in scheduled})
+        self.records.plan({i: self.timetable.next_run(i) for i in scheduled})
 
     def _settle(self, finished: list[tuple[FinishedRun, Item]], now: float) -> None:
         """Record finished runs at once; their outcomes go to the sink together (`_deliver`)."""
@@ -186,13 +164,9 @@ class Scheduler:
         except Exception:
             LOG.exception("the result sink failed to take %d outcomes", len(outcomes))
 
-    def _next_run(self, item_id: str) -> float | None:
-        job = self._aps.get_job(item_id)
-        return job.next_run_time.timestamp() if job is not None and job.next_run_time else None
-
     def _tick(self, now: float) -> None:
         self._sync(now)
-        self.records.beat(self.instance, now, {i: self._next_run(i) for i in self.items})
+        self.records.beat(self.instance, now, {i: self.timetable.next_run(i) for i in self.timetable.items})
         if self.owner is not None:
             try:
                 self.owner.tick(now)
@@ -218,55 +192,8 @@ class Scheduler:
             return
         self.held.add(made)
 
-    def _resolve_removed(self, now: float) -> None:
-        """An item that left the config (or cron.d) closes its open alert, with that reason."""
-        known = set(self.items)
-        if self.owner is None or known == self._known:
-            return
-        self._known = known
-        try:
-            made = removed_items(self.records.store, known, [r.path for r in self.refused], now)
-        except Exception:
-            LOG.exception("cannot look for alerts of removed items")
-            return
-        for outcome in made:
-            LOG.info("%s: %s: its open alert is resolved", outcome.item, outcome.result.summary)
-        self.held.add(made)
-
     def _sync(self, now: float) -> None:
-        """Rescan cron.d: add new items, drop removed ones, reschedule changed ones."""
-        dropins, refused = dropin_items(self.config, self.uid)
-        self.refused = self._check_refusals + refused
-        for refusal in self.refused:
-            if str(refusal) not in self._warned:
-                self._warned.add(str(refusal))
-                LOG.warning("refused: %s", refusal)
-        self.held.add(refusal_outcomes(refused, self._refused_paths, _dt(now)))
-        self._refused_paths = {r.path for r in refused}
-        wanted = {i.id: i for i in self._checks + dropins}
-        for item_id in set(self.items) - set(wanted):
-            LOG.info("%s: gone from cron.d; no longer scheduled", item_id)
-            self.items.pop(item_id)
-            if self._aps.get_job(item_id):
-                self._aps.remove_job(item_id)
-        changed = [i for i in wanted.values()
-                   if i.id not in self.items or self.items[i.id].signature != i.signature]
-        anchors = self.records.anchors() if changed else {}
-        for item in changed:
-            self._schedule(item, anchors.get(item.id), now)
-        self.items.update(wanted)
-        self._resolve_removed(now)
-
-    def _schedule(self, item: Item, anchor: float | None, now: float) -> None:
-        first = first_run(item.schedule, _dt(anchor) if anchor else None, _dt(now), self.tz)
-        self.records.register(item.id, item.kind, item.schedule.describe())
-        self._aps.add_job(_noop, make_trigger(item.schedule, first, self.tz), id=item.id, name=item.id,
-                          next_run_time=first, replace_existing=True)
-        LOG.debug("%s: %s, next run %s", item.id, item.schedule.describe(), first.isoformat())
-
-    def _on_submitted(self, event: JobSubmissionEvent) -> None:
-        """APScheduler's thread: the item is due. Only queue it; the loop runs it."""
-        self.events.put(Due(event.job_id, event.scheduled_run_times[-1].timestamp()))
+        self.held.add(self.timetable.sync(now))
 
     def _prune(self, now: float) -> None:
         prune_state(self.config.scheduler, self.records, now)
@@ -275,7 +202,7 @@ class Scheduler:
         reason, grace = self.stop.request or ("stopped", 0.0)
         LOG.info("stopping (%s): waiting up to %.0fs for %d running items", reason, grace,
                  len(self.runner.running))
-        self._aps.shutdown(wait=False)
+        self.timetable.shutdown()
         self.runner.stop(grace)
         finished = []
         while True:

@@ -96,12 +96,12 @@ def here(config_arg: str | None, send: bool, runner: SlurmRunner) -> list[Findin
 def _sender(config: Config) -> Callable[[Notifier], None]:
     """How --send delivers: notify-test's message (kind "test"), rendered by the channel."""
     from notifiers.render import Templates
-    from watchdogs.commands.channel_test import _batch
+    from watchdogs.commands.channel_test import notify_test_batch
 
     cluster = config.alerts.cluster or os.environ.get("SLURM_CLUSTER_NAME") or socket.gethostname()
 
     def send(notifier: Notifier) -> None:
-        batch = _batch(notifier.name, "warning", cluster)
+        batch = notify_test_batch(notifier.name, "warning", cluster)
         notifier.notify(notifier.render(batch, Templates(config.alerts.templates)))
     return send
 
