@@ -60,7 +60,8 @@ BACKSTOP_S = 30.0   # s on top of the grace for the report's file writes and py-
 
 class HangResponse:
     """Reports a hang and acts on it (`respond`, called by the watchdog's thread). `bind`
-    tells it the config, rank and world size the training resumed with."""
+    tells it the config, rank and world size the training resumed with (the config too: the
+    HF integration sets `checkpoint_dir`, where hangs are counted, before the resume)."""
 
     def __init__(self, config: GuardConfig, job: JobEnv, saver: Saver, rank: int) -> None:
         self.config = config

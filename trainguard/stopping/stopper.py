@@ -71,13 +71,10 @@ class Stopper:
 
     def __init__(self, config: GuardConfig, job_id: str, signals: SignalFlag, sensors: Sensors,
                  clock: Clock, rank: int) -> None:
-        self.config = config
-        self.job_id = job_id
-        self.signals = signals
-        self.sensors = sensors
+        self.config, self.job_id = config, job_id
+        self.signals, self.sensors, self._clock = signals, sensors, clock
         self.rank = rank
         self.agreement: Agreement | None = None
-        self._clock = clock
         self.fast_exit = FastExit()
         self.exits = ProcessExit(config.exit_file, self.fast_exit)
         self.forced = (ForcedExit(signals, self.timeout, clock, self._write_code)
