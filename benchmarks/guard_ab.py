@@ -41,9 +41,18 @@ def baseline_package(rev: str, into: Path) -> str:
     return "trainguard_base"
 
 
+def job_env(package: str) -> Any:
+    """An empty JobEnv of `package`: in trainguard.slurm.job since the subpackages (b4f4225),
+    in the module trainguard.slurm before, so that either revision can be the baseline."""
+    slurm = importlib.import_module(f"{package}.slurm")
+    if hasattr(slurm, "JobEnv"):
+        return slurm.JobEnv()
+    return importlib.import_module(f"{package}.slurm.job").JobEnv()
+
+
 def make_guard(package: str, root: Path) -> Any:
     tg = importlib.import_module(package)
-    job = importlib.import_module(f"{package}.slurm").JobEnv()
+    job = job_env(package)
     config = tg.config_from({}, checkpoint_dir=root / "ckpt", kill_switch=root / "KILL",
                             save_switch=root / "SAVE", stop_file=root / "stop-request",
                             heartbeat_dir=root / "hb", max_rss="64GiB", min_available="1MiB",

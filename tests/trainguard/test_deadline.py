@@ -150,7 +150,7 @@ def test_endtime_is_reread_in_the_background_at_its_cadence_only() -> None:
     assert controller.calls == 1                              # not due before 30 s
     controller.end = WALL0 + 7200                             # an admin extended the limit
     deadline.maybe_refresh(30.0)
-    assert deadline._thread is not None
-    deadline._thread.join(5)
+    assert deadline.refresh_thread is not None
+    deadline.refresh_thread.join(5)
     deadline.take_latest(31.0, WALL0 + 31)
     assert controller.calls == 2 and deadline.deadline == 7200.0 and not deadline.moved_earlier

@@ -34,9 +34,8 @@ def watch(loop: Loop, deadline: float = math.inf) -> tuple[HangWatch, list[Stall
         stalls.append(stall)
         return False
     hw = HangWatch(LIMITS, lambda: (loop.step, loop.tick), lambda: deadline, on_hang,
-                   clock=lambda: loop.tick)
-    hw.phase_changed("start", 0.0)
-    hw._phase = ("train", 0.0, 1)     # as after resume(), without starting the thread
+                   clock=lambda: loop.tick, threaded=False)
+    hw.phase_changed("train", 0.0)    # as after resume(), without starting the thread
     return hw, stalls
 
 

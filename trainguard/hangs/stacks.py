@@ -17,6 +17,7 @@ import sysconfig
 import threading
 import traceback
 from pathlib import Path
+from sys import _current_frames  # CPython's documented way to read another thread's stack; no public one
 from typing import TextIO
 
 # py-spy attaches with ptrace, which waits forever for a thread in uninterruptible sleep
@@ -30,7 +31,7 @@ def main_thread_frames(native_top: str | None = None, limit: int = TOP_FRAMES) -
     """Where the main thread is, innermost first: where it waits (`native_top`, from py-spy,
     else the innermost Python frame when that is library code), then the training's own
     frames: ("c10d::Reducer::finalize_backward (libtorch_cpu.so)", "train_step (train.py:108)")."""
-    frame = sys._current_frames().get(threading.main_thread().ident or -1)
+    frame = _current_frames().get(threading.main_thread().ident or -1)
     if frame is None:
         return (native_top,) if native_top else ()
     summary = list(reversed(traceback.extract_stack(frame)))

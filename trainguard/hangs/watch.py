@@ -18,12 +18,15 @@ What happens on a hang is trainguard.hangs.response's job.
 from __future__ import annotations
 
 import bisect
+import logging
 import math
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+log = logging.getLogger("trainguard")
 Clock = Callable[[], float]
 FINAL = ("stopping", "done", "failed")   # the guard is finishing: the watch ends
 UNWATCHED = ("start", "hung", *FINAL)
@@ -126,12 +129,14 @@ def allowed(limit: float, since: float, deadline: float, reserve: float, base: f
 class HangWatch:
     """The thread. `progress()` returns (last completed step, its monotonic time);
     `deadline()` the job's end (monotonic, inf when unknown); `on_hang(stall)` acts and
-    returns True to keep watching (a report-only policy) — it normally exits the process."""
+    returns True to keep watching (a report-only policy) — it normally exits the process.
+    `threaded=False`: no thread; the caller looks (`look`) itself, as a test does."""
 
     def __init__(self, limits: HangLimits, progress: Callable[[], tuple[int, float]],
                  deadline: Callable[[], float], on_hang: Callable[[Stall], bool],
-                 clock: Clock) -> None:
+                 clock: Clock, threaded: bool = True) -> None:
         self.limits = limits
+        self.threaded = threaded
         self.budget = StepBudget(limits)
         self._progress, self._deadline, self._on_hang, self._clock = progress, deadline, on_hang, clock
         self._phase: tuple[str, float, int] = ("start", clock(), 0)
@@ -145,7 +150,7 @@ class HangWatch:
         self._phase = (phase, now, self._phase[2] + 1)
         if phase in FINAL:
             self.stop()
-        elif phase == "train" and self._thread is None:
+        elif phase == "train" and self._thread is None and self.threaded:
             self.start()
 
     def start(self) -> None:
@@ -163,6 +168,18 @@ class HangWatch:
     @property
     def alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
+
+    def leave_exit_to_response(self, exc: BaseException) -> None:
+        """The training raised `exc` while the response to a reported hang runs: a peer that
+        ended for the hang broke this rank's collective, so the exception is the hang's echo.
+        Wait for the response, which exits with its own code (a save here, of a state the
+        ranks never agreed on, and exit 1 would end a run that restarts)."""
+        if not (self.reported and self.alive):
+            return
+        log.error("trainguard: the training raised %s after the hang was reported: "
+                  "leaving the exit to the hang's response", type(exc).__name__)
+        while self.alive:
+            time.sleep(0.1)
 
     def _run(self) -> None:
         while not self._stop.wait(self.limits.tick):

@@ -234,5 +234,19 @@ class Health:
                 if action.requeue else f"stopped after step {step:,}, not requeued (exit {action.exit_code})")
         self.record = replace(self.record, action=what)
 
-    def saved(self, step: int, wall: float) -> None:
+    def saved(self, step: int, wall: float, took: float = 0.0) -> None:
+        """Checkpoint `step` was saved (or resumed from) at `wall`; the save took `took` s,
+        which are not training time."""
         self.record = replace(self.record, checkpoint_step=step, checkpoint_time=wall)
+        self.excluded += took
+
+    def bind(self, rank: int, nodes: list[str]) -> None:
+        """This process's rank and every rank's node, once the ranks are known."""
+        self.rank, self.nodes = rank, nodes
+
+    def phase_ended(self, name: str, seconds: float) -> None:
+        """A phase of `seconds` ended: waiting for data (`data_loading`), or not training."""
+        if name == "data_loading":
+            self.data_time += seconds
+        else:
+            self.excluded += seconds

@@ -1,19 +1,27 @@
 """What the training needs to know from SLURM: the job's environment, its EndTime and
-state from the controller, KillWait, and the one requeue call.
+state from the controller, KillWait, and the one requeue call; and the job, told in one
+line at start.
 
 Every Slurm command is an argument list with a timeout (trainguard.slurm.run), so a
 stopped controller is an error the caller handles, never a hang of the training loop.
 """
 from __future__ import annotations
 
+import logging
 import os
 import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from trainguard.errors import SlurmError
 from trainguard.slurm.run import run_slurm
+
+if TYPE_CHECKING:
+    from trainguard.checkpoints.checkpoint import Checkpoint
+
+log = logging.getLogger("trainguard")
 
 QUERY_TIMEOUT_S = 10.0
 DEFAULT_KILL_WAIT_S = 30.0  # Slurm's default KillWait
@@ -138,3 +146,27 @@ def format_seconds(value: float | None) -> str:
     days, rest = divmod(total, 86400)
     text = f"{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
     return f"{days}-{text}" if days else text
+
+
+def log_job_line(job: JobEnv, first: JobTimes | None, end_time: float | None,
+                 resumed: Checkpoint | None, world: int) -> None:
+    """One line: job id, array task, restart count, nodes, time limit, EndTime, resume.
+    `first`: the controller's first answer; `end_time`: EndTime as known now."""
+    resumed_from = (f"resumed from step {resumed.step} ({resumed.path})" if resumed
+                    else "starting fresh (no checkpoint)")
+    log.info("trainguard: job %s, restart %d, nodes %s, %d rank(s), time limit %s, EndTime %s, %s",
+             job.label or "(not in SLURM)", job.restart_count, job.nodelist or "-", world,
+             format_seconds(first.time_limit) if first else "unknown",
+             format_epoch(end_time), resumed_from)
+    restart = inplace_restart(os.environ)
+    if restart:
+        # Slurm's restart count does not move for a new step in the same job: this is ours.
+        log.warning("trainguard: in-place restart %d of job %s (a new job step on %s, no requeue), %s",
+                    restart, job.label, os.environ.get("SLURM_STEP_NODELIST") or job.nodelist or "-",
+                    resumed_from)
+
+
+def inplace_restart(env: Mapping[str, str]) -> int:
+    """TRAINGUARD_INPLACE_RESTART, set by the templates for each new step (0: the first)."""
+    value = env.get("TRAINGUARD_INPLACE_RESTART", "0")
+    return int(value) if value.isdigit() else 0

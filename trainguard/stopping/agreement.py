@@ -39,6 +39,12 @@ def next_every(longest_step: float, interval: float, every: int) -> int:
 
 
 class Agreement:
+    @classmethod
+    def join(cls, sync_every: int, sync_interval: float) -> Agreement | None:
+        """The agreement under torch.distributed (2+ ranks); None for a single process."""
+        dist = initialized_dist()
+        return cls(dist, sync_every, sync_interval) if dist is not None else None
+
     def __init__(self, dist: Any, sync_every: int, sync_interval: float) -> None:
         import torch  # lazily: only a distributed training gets here
 
@@ -85,3 +91,7 @@ class Agreement:
 
     def barrier(self) -> None:
         self._dist.barrier()
+
+    def leave(self) -> None:
+        """torch.distributed's destroy_process_group (the process is exiting)."""
+        self._dist.destroy_process_group()

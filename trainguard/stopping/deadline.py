@@ -78,6 +78,11 @@ class Deadline:
     def deadline(self) -> float:
         return min(self.exit_after_at, self.end_at)
 
+    @property
+    def refresh_thread(self) -> threading.Thread | None:
+        """The latest background re-read of EndTime (None before the first): a test joins it."""
+        return self._thread
+
     def start(self, now: float, wall: float, exit_after: float | None) -> None:
         if exit_after:
             self.exit_after_at = now + exit_after

@@ -34,7 +34,7 @@ def destroy_process_group(agreement: Agreement | None) -> None:
     if agreement is None:
         return
     try:
-        agreement._dist.destroy_process_group()
+        agreement.leave()
     except Exception as exc:  # noqa: BLE001 - exiting anyway; a teardown error is not worth a crash
         log.debug("trainguard: destroy_process_group: %s", exc)
 

@@ -6,22 +6,47 @@ the chain breaks and the GPU is held until then. A daemon thread notices a stop 
 (it polls the flag a few times per second: nothing is started from the signal handler)
 or is armed by the guard when it decides to stop; if the process is still alive when the
 timer runs out it dumps every thread's stack to stderr (to show where it hung) and
-`os._exit`s with the cause's exit code.
+`os._exit`s with the cause's exit code. How long it waits: `forced_timeout`.
 """
 from __future__ import annotations
 
 import faulthandler
+import math
 import os
+import signal
 import sys
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
+from trainguard.causes import Cause
 from trainguard.stopping.signals import SignalFlag
+
+if TYPE_CHECKING:
+    from trainguard.config import GuardConfig
 
 Clock = Callable[[], float]
 # (seconds, exit code) for the signals in a pending mask: derived from the time left.
 TimeoutFor = Callable[[int], "tuple[float, int]"]
+FALLBACK_FORCED_EXIT = 300.0   # s, when the time left is unknown (no EndTime, no exit_after)
+REQUEUE_RESERVE = 5.0          # s left to the batch script to requeue after a forced exit
+MIN_FORCED_EXIT = 2.0
+
+
+def forced_timeout(config: GuardConfig, time_left: float, kill_wait: float,
+                   pending_signals: int) -> tuple[float, int]:
+    """(seconds, exit code) for the forced-exit timer: the configured value, else the time
+    left before the job's end minus a reserve for the requeue; for a plain SIGTERM, KillWait."""
+    term = bool(pending_signals & (1 << signal.SIGTERM))
+    code = config.policy.action(Cause.TERMINATE if term else Cause.TIME_LIMIT).exit_code
+    if config.forced_exit:
+        return config.forced_exit, code
+    if term:
+        return max(MIN_FORCED_EXIT, min(time_left, kill_wait) - 1.0), code
+    if math.isinf(time_left):
+        return FALLBACK_FORCED_EXIT, code
+    return max(MIN_FORCED_EXIT, time_left - REQUEUE_RESERVE), code
 
 
 class ForcedExit:

@@ -12,6 +12,10 @@ import json
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from trainguard.slurm.job import JobEnv
 
 PROGRESS_FILE = ".trainguard-progress.json"
 
@@ -59,3 +63,16 @@ def stuck_message(progress: Progress, path: Path) -> str:
             f"{progress.starts} times in a row without saving a newer checkpoint; not training "
             f"and not requeuing again. Find out why it stops (see the earlier restarts' logs), then "
             f"resubmit (a new job is a new chain) or remove {path / PROGRESS_FILE}.")
+
+
+def record_start(root: Path | None, job: JobEnv, step: int, rank: int, limit: int) -> str | None:
+    """Update the record of a start at `step` (rank 0 writes it); the stuck message if this
+    start is one too many (`limit`: max_restarts_without_progress). Only inside a job."""
+    if root is None or not job.job_id:
+        return None
+    progress = next_progress(read_progress(root), job.chain_id, step)
+    if is_stuck(progress, limit):
+        return stuck_message(progress, root)
+    if rank == 0:
+        write_progress(root, progress)
+    return None

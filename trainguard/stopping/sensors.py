@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 from trainguard.causes import Cause
 from trainguard.config import GuardConfig
-from trainguard.slurm.job import DEFAULT_KILL_WAIT_S, JobEnv
-from trainguard.stopping.deadline import Deadline, Margin, StepTimes
+from trainguard.slurm.job import DEFAULT_KILL_WAIT_S, JobEnv, query_kill_wait
+from trainguard.stopping.deadline import Deadline, Margin, StepTimes, slurm_query
 from trainguard.stopping.memory import MemoryLimits, MemoryWatch
 from trainguard.stopping.signals import SignalFlag
 from trainguard.stopping.switches import FileWatch
@@ -51,6 +51,22 @@ class Sensors:
         return cls(signals, files if files.any else None, cfg.file_every,
                    MemoryWatch(limits) if limits.enabled else None, cfg.memory_every,
                    Deadline(None, cfg.endtime_every, cfg.warning_lead))
+
+    def bind(self, rank: int) -> None:
+        """Under torch.distributed: this process's rank among the agreeing ranks."""
+        if rank != 0:
+            # Rank 0 alone polls the shared files; the agreement tells the others. (Spares a
+            # metadata server thousands of stats per second on a large run.)
+            self.files = None
+
+    def start_deadline(self, cfg: GuardConfig, job: JobEnv, asks_slurm: bool, now: float,
+                       wall: float) -> None:
+        # One rank asks the controller when the ranks agree anyway (`asks_slurm`): a 1000-rank
+        # job must not send slurmctld 1000 requests per re-read.
+        if cfg.use_slurm_endtime and job.job_id and asks_slurm:
+            self.deadline.query = slurm_query(job.job_id)
+            self.kill_wait_query = query_kill_wait
+        self.deadline.start(now, wall, cfg.exit_after)
 
     # ---- classification ------------------------------------------------------------------
     def classify(self, sig: signal.Signals, now: float, wall: float) -> Cause:
