@@ -49,6 +49,7 @@ from trainguard.hangs.watch import HangWatch
 from trainguard.health.monitor import Health
 from trainguard.heartbeat import HeartbeatWriter
 from trainguard.recovery import precheck
+from trainguard.recovery.requeue import requeue
 from trainguard.slurm.job import JobEnv, log_job_line
 from trainguard.stopping.agreement import Agreement
 from trainguard.stopping.deadline import StepTimes
@@ -85,9 +86,10 @@ class Guard:
         self.sensors = Sensors.from_config(cfg, self.signals, self.job)
         self.files, self.deadline = self.sensors.files, self.sensors.deadline
         self.agreement: Agreement | None = None
-        self.stopper = Stopper(cfg, self.job.job_id, self.signals, self.sensors, clock, self.rank)
+        self.stopper = Stopper(cfg, self.job.job_id, self.signals, self.sensors, clock, self.rank, requeue)
         # The progress watchdog (trainguard.hangs.watch) reads what the poll point stores.
-        self.hang_response = HangResponse(cfg, self.job, self.saver, self.rank) if cfg.hang_detect else None
+        self.hang_response = (HangResponse(cfg, self.job, self.saver, self.rank, self.stopper.exits.requeue)
+                              if cfg.hang_detect else None)
         self.hang = (HangWatch(hang_limits(cfg), lambda: (self.last_step, self._last_tick),
                                lambda: self.deadline.deadline, self.hang_response.respond, clock)
                      if self.hang_response is not None else None)

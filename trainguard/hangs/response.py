@@ -24,6 +24,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -47,7 +48,7 @@ from trainguard.hangs.watch import Stall
 from trainguard.heartbeat import node_name, read_heartbeats, write_heartbeat
 from trainguard.recovery import suspects
 from trainguard.recovery.suspects import Suspicion
-from trainguard.stopping.exits import ProcessExit, write_exit_file
+from trainguard.stopping.exits import write_exit_file
 
 if TYPE_CHECKING:
     from trainguard.checkpoints.saving import Saver
@@ -63,10 +64,12 @@ class HangResponse:
     tells it the config, rank and world size the training resumed with (the config too: the
     HF integration sets `checkpoint_dir`, where hangs are counted, before the resume)."""
 
-    def __init__(self, config: GuardConfig, job: JobEnv, saver: Saver, rank: int) -> None:
+    def __init__(self, config: GuardConfig, job: JobEnv, saver: Saver, rank: int,
+                 requeue: Callable[[str], None]) -> None:
         self.config = config
         self.job = job
         self.saver = saver
+        self.requeue = requeue      # the self-requeue (the stopper's), used without a template
         self.rank = rank
         self.world = 1
 
@@ -113,7 +116,7 @@ class HangResponse:
                                   frames, str(report or ""), checkpoint, count.hangs if count else 0,
                                   first, what))
         if action.requeue and cfg.self_requeue and self.rank == 0 and not ends:
-            ProcessExit.requeue(self.job.job_id)
+            self.requeue(self.job.job_id)
         resume = f"step {checkpoint}" if checkpoint >= 0 else "the start (no checkpoint yet)"
         self._write_exit(code, f"hung at step {stall.step} ({stall.phase}) with no progress for "
                                f"{format_duration(stall.stalled_for)}; NO checkpoint saved"

@@ -24,13 +24,15 @@ import math
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from trainguard.causes import Cause, Decision
-from trainguard.config import GuardConfig
 from trainguard.health.accel import Accelerator
 from trainguard.health.judge import Baseline, LossTrend, straggler, straggler_text
 from trainguard.health.record import Finding, TrainingHealth
+
+if TYPE_CHECKING:  # the config is read, never built, here: no run-time import of the layer above
+    from trainguard.config import GuardConfig
 
 log = logging.getLogger("trainguard")
 T = TypeVar("T")

@@ -24,9 +24,12 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from trainguard.config import GuardConfig
 from trainguard.heartbeat import node_name
+
+if TYPE_CHECKING:  # the config is read, never built, here: no run-time import of the layer above
+    from trainguard.config import GuardConfig
 
 log = logging.getLogger("trainguard")
 EXIT_PRECHECK = 7          # this node failed the check before a (re)start: a suspect, not a crash

@@ -5,10 +5,10 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn
+from typing import NoReturn, Protocol
 
-from trainguard.recovery.requeue import requeue
 from trainguard.stopping.agreement import Agreement
 from trainguard.stopping.fast_exit import FastExit
 
@@ -39,10 +39,21 @@ def destroy_process_group(agreement: Agreement | None) -> None:
         log.debug("trainguard: destroy_process_group: %s", exc)
 
 
+class Requeued(Protocol):
+    @property
+    def why(self) -> str:
+        """What the requeue did (or why none), in words for the log."""
+
+
 class ProcessExit:
-    def __init__(self, exit_file: Path | None, fast_exit: FastExit) -> None:
+    """`requeue` is the shared requeue (trainguard.recovery.requeue.requeue), handed in by the
+    Guard: stopping sits below recovery, which records refused exclusions and suspects."""
+
+    def __init__(self, exit_file: Path | None, fast_exit: FastExit,
+                 requeue: Callable[[str], Requeued]) -> None:
         self.exit_file = exit_file
         self.fast_exit = fast_exit
+        self._requeue = requeue
 
     def write_code(self, code: int, rank: int, why: str = "") -> None:
         # For launchers that replace the workers' exit codes by their own (torchrun exits 1
@@ -50,14 +61,13 @@ class ProcessExit:
         if self.exit_file is not None and rank == 0:
             write_exit_file(self.exit_file, code, why)
 
-    @staticmethod
-    def requeue(job_id: str) -> None:
+    def requeue(self, job_id: str) -> None:
         # Only without the batch script template (which requeues on exit 140 itself), and
         # from one rank only: one requeue per job.
         # The shared requeue (trainguard/recovery/requeue.py): none on top of Slurm's own after a
         # preemption on 24.11+, which would requeue the next run too.
         try:
-            outcome = requeue(job_id)
+            outcome = self._requeue(job_id)
         except Exception as exc:  # noqa: BLE001 - a failed requeue must not hide the exit code
             log.error("trainguard: scontrol requeue %s failed: %s", job_id, exc)
             return

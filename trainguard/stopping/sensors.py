@@ -10,14 +10,17 @@ import logging
 import math
 import signal
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from trainguard.causes import Cause
-from trainguard.config import GuardConfig
 from trainguard.slurm.job import DEFAULT_KILL_WAIT_S, JobEnv, query_kill_wait
 from trainguard.stopping.deadline import Deadline, Margin, StepTimes, slurm_query
 from trainguard.stopping.memory import MemoryLimits, MemoryWatch
 from trainguard.stopping.signals import SignalFlag
 from trainguard.stopping.switches import FileWatch
+
+if TYPE_CHECKING:  # the config is read, never built, here: no run-time import of the layer above
+    from trainguard.config import GuardConfig
 
 log = logging.getLogger("trainguard")
 MAX_POLL_GAP = 1.0   # s: the slow path runs at least this often (keeps the margin fresh)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from trainguard.causes import Cause, Decision
-from trainguard.stopping.exits import ProcessExit
+from trainguard.stopping.exits import ProcessExit, Requeued
 from trainguard.stopping.fast_exit import FastExit
 from trainguard.stopping.forced_exit import ForcedExit, forced_timeout
 
@@ -70,13 +70,13 @@ class Stopper:
     """`rank` and `agreement` are this process's once the ranks are known (`bind`)."""
 
     def __init__(self, config: GuardConfig, job_id: str, signals: SignalFlag, sensors: Sensors,
-                 clock: Clock, rank: int) -> None:
+                 clock: Clock, rank: int, requeue: Callable[[str], Requeued]) -> None:
         self.config, self.job_id = config, job_id
         self.signals, self.sensors, self._clock = signals, sensors, clock
         self.rank = rank
         self.agreement: Agreement | None = None
         self.fast_exit = FastExit()
-        self.exits = ProcessExit(config.exit_file, self.fast_exit)
+        self.exits = ProcessExit(config.exit_file, self.fast_exit, requeue)
         self.forced = (ForcedExit(signals, self.timeout, clock, self._write_code)
                        if config.forced_exit != 0 else None)
         self._finished = self._exiting = False
