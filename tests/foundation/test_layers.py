@@ -3,7 +3,7 @@
 The contracts themselves are import-linter's, in pyproject.toml ([tool.importlinter]), and
 `make lint` checks them with `lint-imports`: no module imports a higher layer, notifiers
 depend only on core, trainguard imports nothing of the watchdog, and sibling modules and
-packages of watchdogs and notifiers import each other without a circle. This file reads the
+packages of all three import each other without a circle. This file reads the
 same configuration (import-linter's own reader), so the table exists once, and adds what
 import-linter does not say: every module is placed in a layer (an unplaced one would be
 held to nothing), the documented table is the checked one, and no two modules of the three
