@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import privileged, sh, wait_for
+from tests.helpers import accounted, privileged, sh, wait_for
 from tests.trainguard.support import PYTHON, REQUEUE_SCRIPT, TORCHRUN_SCRIPT, Cluster, wait_for_step
 from tests.trainguard.test_hang_slurm import HANG_ENV, heartbeat
 from tests.trainguard.test_inplace_slurm import digests, hostnames
@@ -106,7 +106,9 @@ def test_with_a_spare_a_failed_node_restarts_the_training_in_the_same_job_on_the
     assert failed not in nodes and len(nodes) == 2, (failed, nodes)
     # The same job, one run, never requeued; a second step on the two other nodes.
     assert cluster.state(job) == "COMPLETED" and cluster.field(job, "Restarts") == "0", log[-3000:]
-    # sacct records the node's removal as a resize of the run (RESIZING), not as a run.
+    # sacct records the node's removal as a resize of the run (RESIZING), not as a run. It lags
+    # slurmctld by a moment: read it once it has the end (it once still said RUNNING here).
+    wait_for(lambda: accounted(job), 60, what=f"accounting of job {job}'s end")
     states = [r.split("|")[1] for r in runs_in_accounting(job)]
     assert [s for s in states if s != "RESIZING"] == ["COMPLETED"], runs_in_accounting(job)
     second = steps_in_accounting(job).get(f"{job}.1", "")
