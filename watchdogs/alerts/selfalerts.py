@@ -158,7 +158,7 @@ INBOX_REJECTED = "watchdogs:inbox:rejected"
 INBOX_REFUSED = "watchdogs:inbox"
 
 
-def inbox_rejected(entries: Sequence[str], inbox: str, now: datetime) -> ItemOutcome:
+def inbox_rejected(entries: Sequence[str], inbox: str, now: datetime, what: str = "") -> ItemOutcome:
     """Entries of the inbox that were not commands of yours (another user's file, a FIFO, a
     folder, a symlink...), moved aside unread: one WARNING naming each and its owner, as
     someone may be trying to silence your alerts. OK (`entries` empty) once
@@ -167,9 +167,9 @@ def inbox_rejected(entries: Sequence[str], inbox: str, now: datetime) -> ItemOut
     if not entries:
         result = CheckResult(Status.OK, f"nothing is set aside in {inbox}/rejected any more")
         return ItemOutcome(INBOX_REJECTED, KIND, result, now, now, after=1, repeat_every=ONCE_S)
-    head = entries[0] if len(entries) == 1 else f"{len(entries)} entries"
+    head = what or (entries[0] if len(entries) == 1 else f"{len(entries)} entries")
     fix = f"ls -la {rejected}; then remove them: rm -r {rejected}/*"
-    result = CheckResult(Status.WARNING, f"the inbox held what is not a command of yours (not applied): "
+    result = CheckResult(Status.WARNING, f"the inbox held what is not a command of yours, set aside unread: "
                          f"{head}",
                          (*entries, "only regular files you own are applied (docs/trust.md)", f"fix: {fix}"),
                          fingerprint=fingerprint(entries))

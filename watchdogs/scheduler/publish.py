@@ -52,7 +52,11 @@ class StateOwner:
         if store is None:
             return []
         queue = inbox.take(self.state_dir, fresh=True, now=now)
-        told = self._inbox_news(queue, now)
+        try:
+            told = self._inbox_news(queue, now)
+        except Exception:  # telling about the inbox must never stop applying what is in it
+            LOG.exception("cannot tell what was set aside in the inbox")
+            told = []
         if not queue.commands:
             return told
         try:
@@ -83,7 +87,8 @@ class StateOwner:
         if queue.set_aside:
             self._inbox_said["rejected"] = True
             told.append(selfalerts.inbox_rejected([str(e) for e in queue.set_aside],
-                                                  str(inbox.folder(self.state_dir)), when))
+                                                  str(inbox.folder(self.state_dir)), when,
+                                                  inbox.in_words(queue.set_aside)))
         elif self._inbox_said["rejected"] and not left and not inbox.rejected_entries(self.state_dir) \
                 and not queue.refused:
             self._inbox_said["rejected"] = False

@@ -71,6 +71,17 @@ class SetAside:
         return f"{self.name!r}: {self.kind} of {self.owner} ({self.why}); {where}"
 
 
+def in_words(entries: list[SetAside] | tuple[SetAside, ...]) -> str:
+    """What was set aside, by owner: "a FIFO, 2 symlinks of wdpeer (uid 1002)"."""
+    owners: dict[str, dict[str, int]] = {}
+    for entry in entries:
+        kinds = owners.setdefault(entry.owner, {})
+        kinds[entry.kind] = kinds.get(entry.kind, 0) + 1
+    return "; ".join(", ".join(kind if n == 1 else f"{n} {kind.removeprefix('a ').removeprefix('an ')}s"
+                               for kind, n in kinds.items()) + f" of {owner}"
+                     for owner, kinds in owners.items())
+
+
 @dataclass(frozen=True)
 class Queue:
     """One look at the inbox: the commands to apply (oldest first), what was set aside,
@@ -206,10 +217,16 @@ def _set_aside(inbox: Path, fd: int, name: str, refused: trust.Refused, now: flo
         ownfiles.make_dirs(rejected)
         dest = f"{name}.{now:.6f}"
         os.rename(name, rejected / dest, src_dir_fd=fd)
-        moved = str(rejected / dest)
+        moved = shown(str(rejected / dest))
     except OSError:
         moved = None
-    return SetAside(name, refused.kind, refused.owner, refused.why, moved)
+    return SetAside(shown(name), refused.kind, refused.owner, refused.why, moved)
+
+
+def shown(name: str) -> str:
+    """A file name as text that any database, file or terminal takes: bytes that are not
+    UTF-8 (a name from `os.listdir` holds them as lone surrogates) shown as `\\xNN`."""
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
 
 
 def rejected_entries(state_dir: Path) -> list[str]:
