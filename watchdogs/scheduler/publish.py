@@ -38,6 +38,8 @@ class StateOwner:
         self._inbox_said: dict[str, bool] = {"rejected": True, "refused": True}
         """Whether an inbox alert may be open (so its end is said): True at start, as an
         earlier instance may have left one open."""
+        self._stuck: frozenset[str] = frozenset()
+        """Entries that could not be moved aside, already told: skipped, not told again."""
 
     def _real(self) -> StateStore | None:
         current = self.store()
@@ -81,16 +83,16 @@ class StateOwner:
         elif self._inbox_said["refused"]:
             self._inbox_said["refused"] = False
             told.append(selfalerts.inbox_refused(None, str(inbox.folder(self.state_dir)), when))
-        for entry in queue.set_aside:
+        new = [e for e in queue.set_aside if e.moved_to is not None or e.name not in self._stuck]
+        self._stuck = frozenset(e.name for e in queue.set_aside if e.moved_to is None)
+        for entry in new:
             LOG.warning("inbox entry set aside: %s", entry)
-        left = [str(e) for e in queue.set_aside if e.moved_to is None]
-        if queue.set_aside:
+        if new:
             self._inbox_said["rejected"] = True
-            told.append(selfalerts.inbox_rejected([str(e) for e in queue.set_aside],
-                                                  str(inbox.folder(self.state_dir)), when,
-                                                  inbox.in_words(queue.set_aside)))
-        elif self._inbox_said["rejected"] and not left and not inbox.rejected_entries(self.state_dir) \
-                and not queue.refused:
+            told.append(selfalerts.inbox_rejected([str(e) for e in new], str(inbox.folder(self.state_dir)),
+                                                  when, inbox.in_words(new)))
+        elif self._inbox_said["rejected"] and not self._stuck and not queue.refused \
+                and not inbox.rejected_entries(self.state_dir):
             self._inbox_said["rejected"] = False
             told.append(selfalerts.inbox_rejected([], str(inbox.folder(self.state_dir)), when))
         return told
