@@ -67,7 +67,8 @@ def me() -> str:
 
 
 def assert_applied(done: subprocess.CompletedProcess[str]) -> None:
-    assert done.returncode == 0 and "applied by the scheduler instance" in done.stdout, done.stdout + done.stderr
+    assert done.returncode == 0 and "applied by the scheduler instance" in done.stdout, \
+        done.stdout + done.stderr
 
 
 def queued(box: Path) -> list[str]:
