@@ -123,6 +123,11 @@ def test_links_a_group_mate_plants_in_a_shared_metrics_dir_are_never_written_thr
     warned = site.watchdogs("validate")
     assert warned.returncode == 0 and f"metrics_dir: {shared} is writable by the group" in warned.stderr, \
         warned.stderr
+    from watchdogs.commands.doctor.checks import check_shared_folders
+    from watchdogs.config import load_config
+
+    found = check_shared_folders(load_config(site.config))
+    assert [f.status.name for f in found] == ["WARNING"] and str(shared) in found[0].summary, found
 
 
 def test_a_report_page_written_into_a_shared_folder_never_follows_a_planted_link(

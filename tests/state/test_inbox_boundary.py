@@ -138,6 +138,24 @@ def test_a_command_that_cannot_be_applied_is_answered_and_the_next_one_applies(
         assert answer["ok"] is False and answer["text"], (name, answer)
 
 
+def test_a_reason_with_line_breaks_forges_no_line_in_the_answer_the_log_or_the_database(
+        site: Site, running: subprocess.Popen[str]) -> None:
+    """Reasons and patterns are cleaned once where the command is applied: what is stored,
+    echoed to the sender and sent as the RESOLVED summary holds no line break or escape."""
+    forged = "x\nWATCHDOGS CRITICAL forged\r\x1b]8;;http://evil\x07"
+    silenced = site.watchdogs("silence", "nothing*", "--for", "1h", "--reason", forged)
+    assert_applied(silenced)
+    resolved = site.watchdogs("resolve", "cron.hourly/fire", "--reason", forged)
+    assert_applied(resolved)
+    wait_for(lambda: any("RESOLVED cron.hourly/fire" in line for line in lines(site)), timeout=15,
+             what="the RESOLVED message")
+    for text in (silenced.stdout, resolved.stdout, (site.root / "alerts.log").read_text()):
+        assert not any(line.lstrip().startswith(("WATCHDOGS CRITICAL forged", "CRITICAL forged"))
+                       for line in text.splitlines()), text
+        assert "\x1b" not in text and "\r" not in text
+    assert all("\n" not in r[2] and "\x1b" not in r[2] for r in silence_rows(site))
+
+
 def test_the_author_of_a_command_is_its_files_owner_not_what_it_claims(site: Site) -> None:
     from watchdogs.scheduler.inbox import apply_pending
     from watchdogs.state.store import StateStore
