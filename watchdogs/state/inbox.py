@@ -129,11 +129,6 @@ def submit(state_dir: Path, verb: str, args: dict[str, Any], author: str,
     return command
 
 
-def pending(state_dir: Path, fresh: bool = False) -> list[Command]:
-    """The commands of one look at the inbox (`take`), oldest first."""
-    return list(take(state_dir, fresh).commands)
-
-
 def take(state_dir: Path, fresh: bool = False, now: float | None = None) -> Queue:
     """One look at the inbox: the queued commands, oldest first, each from a regular file
     of yours; every other entry moved aside (see the module doc). A command that cannot be
@@ -175,7 +170,6 @@ def _read_entry(inbox: Path, fd: int, name: str, now: float) -> Command | SetAsi
     """The command in entry `name`, or why it was set aside; None when it went meanwhile."""
     try:
         got = trust.open_entry(fd, name, limit=MAX_COMMAND_BYTES)
-        st = os.stat(name, dir_fd=fd, follow_symlinks=False) if isinstance(got, bytes) else None
     except FileNotFoundError:
         return None  # answered or withdrawn meanwhile
     except OSError as exc:
@@ -189,9 +183,10 @@ def _read_entry(inbox: Path, fd: int, name: str, now: float) -> Command | SetAsi
         created = float(raw.get("created", 0.0))
         if not math.isfinite(created):
             raise ValueError("created is not a finite time")
-        # The author is who owns the file; what its content claims is not evidence.
-        return Command(name, str(raw["verb"]), dict(raw.get("args") or {}),
-                       _user_name(st.st_uid if st else os.getuid()), str(raw.get("host", "")), created)
+        # The author is who owns the file (open_entry took only a file of yours); what its
+        # content claims is not evidence.
+        return Command(name, str(raw["verb"]), dict(raw.get("args") or {}), _user_name(os.getuid()),
+                       str(raw.get("host", "")), created)
     except (ValueError, KeyError, TypeError) as exc:
         return Command(name, "bad", {"error": str(exc)})
 
