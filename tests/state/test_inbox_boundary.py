@@ -118,6 +118,25 @@ def test_entries_that_are_not_your_regular_files_are_set_aside_and_never_block_t
     assert "watchdogs:inbox:rejected" in done.stdout, done.stdout
 
 
+def test_what_a_command_set_aside_without_a_scheduler_is_told_when_the_scheduler_starts(site: Site) -> None:
+    """No scheduler: `silence` applies the queue itself and moves a FIFO aside (it has no
+    channels to tell); the scheduler, once started, tells it with the FIFO's owner."""
+    site.write_config(LOGFILE)
+    ownfiles.make_dirs(inbox.folder(site.state) / inbox.DONE)
+    os.mkfifo(inbox.folder(site.state) / "000-fifo.json")
+    done = site.watchdogs("silence", "x", "--for", "1h")
+    assert done.returncode == 0 and "applied directly" in done.stdout, done.stdout + done.stderr
+    assert len(os.listdir(inbox.folder(site.state) / "rejected")) == 1
+    proc = site.popen("run")
+    try:
+        told = wait_for(lambda: [line for line in lines(site) if "WARNING watchdogs:inbox:rejected" in line],
+                        timeout=30, what="the inbox WARNING")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+    assert f"a FIFO of {me()}" in told[0], told
+
+
 def test_a_command_that_cannot_be_applied_is_answered_and_the_next_one_applies(
         site: Site, running: subprocess.Popen[str]) -> None:
     """Regular files of yours that are not valid commands (not JSON, NaN or endless seconds,

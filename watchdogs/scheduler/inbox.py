@@ -36,7 +36,11 @@ def apply_pending(store: StateStore, state_dir: Path, applier: str, now: float, 
     with the error, never left for ever; one that cannot even be answered is logged and the
     next ones still go (a bad entry never blocks the queue)."""
     outcomes: list[ItemOutcome] = []
-    commands = (inbox.take(state_dir) if queue is None else queue).commands
+    if queue is None:
+        queue = inbox.take(state_dir)
+        for entry in queue.set_aside:  # the scheduler, when it next starts, tells the channels
+            LOG.warning("inbox entry set aside: %s", entry)
+    commands = queue.commands
     if not commands:
         return outcomes
     schema.ensure(store)

@@ -38,6 +38,7 @@ class StateOwner:
         self._inbox_said: dict[str, bool] = {"rejected": True, "refused": True}
         """Whether an inbox alert may be open (so its end is said): True at start, as an
         earlier instance may have left one open."""
+        self._first_look = True
         self._stuck: frozenset[str] = frozenset()
         """Entries that could not be moved aside, already told: skipped, not told again."""
 
@@ -84,6 +85,9 @@ class StateOwner:
             self._inbox_said["refused"] = False
             told.append(selfalerts.inbox_refused(None, str(inbox.folder(self.state_dir)), when))
         new = [e for e in queue.set_aside if e.moved_to is not None or e.name not in self._stuck]
+        if self._first_look:  # what was set aside before this instance (and not told) is told now
+            self._first_look = False
+            new = new or inbox.set_aside_earlier(self.state_dir)
         self._stuck = frozenset(e.name for e in queue.set_aside if e.moved_to is None)
         for entry in new:
             LOG.warning("inbox entry set aside: %s", entry)

@@ -232,6 +232,21 @@ def rejected_entries(state_dir: Path) -> list[str]:
         return []
 
 
+def set_aside_earlier(state_dir: Path) -> list[SetAside]:
+    """What lies in inbox/rejected/ now (set aside by an earlier look, perhaps by a command
+    that applied the queue itself, with nobody told yet): its kind and owner (lstat)."""
+    rejected = folder(state_dir) / REJECTED
+    found = []
+    for name in rejected_entries(state_dir):
+        try:
+            st = os.lstat(rejected / name)
+        except OSError:
+            continue
+        found.append(SetAside(shown(name), trust.kind_of(st.st_mode), trust.owner_name(st.st_uid),
+                              "set aside earlier", shown(str(rejected / name))))
+    return found
+
+
 def _poke(inbox: Path) -> None:
     probe = inbox / f".poke-{socket.gethostname()}-{os.getpid()}"
     with contextlib.suppress(OSError):  # a missing or full folder: the listing says what it can
