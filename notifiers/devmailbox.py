@@ -20,6 +20,8 @@ from email.policy import default as default_policy
 from pathlib import Path
 from typing import Any
 
+from watchdogs import ownfiles
+
 
 class MailboxHandler:
     """aiosmtpd handler: write each message atomically (temp file, then rename), so a reader
@@ -33,11 +35,10 @@ class MailboxHandler:
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # aiosmtpd calls this
         data = envelope.original_content or envelope.content
         name = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{next(self._numbers):05d}.eml"
-        tmp = self.folder / f".{name}.tmp"
-        tmp.write_bytes(data if isinstance(data, bytes) else data.encode())
-        tmp.rename(self.folder / name)
+        raw = data if isinstance(data, bytes) else data.encode()
+        ownfiles.write_atomic(self.folder / name, raw, 0o644)
         if not self.quiet:
-            subject = message_from_bytes(tmp.with_name(name).read_bytes(), policy=default_policy)["Subject"]
+            subject = message_from_bytes(raw, policy=default_policy)["Subject"]
             print(f"devmailbox: {envelope.mail_from} -> {', '.join(envelope.rcpt_tos)}: {subject} [{name}]",
                   flush=True)
         return "250 Message accepted for delivery"
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from aiosmtpd.controller import Controller  # lazily: a test/demo dependency only
 
-    args.dir.mkdir(parents=True, exist_ok=True)
+    ownfiles.make_dirs(args.dir, 0o755)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())  # only set a flag in the handler

@@ -53,6 +53,24 @@ def slurm_cluster() -> Iterator[Path]:
         subprocess.run([sys.executable, str(DEV_CLUSTER), "down"], check=False)
 
 
+@pytest.fixture
+def peer() -> str:
+    """The name of a second unprivileged user in this user's group (tests/suite.py makes
+    it), who acts through tests.helpers.as_peer. Skipped, saying why, when there is none
+    (a developer's plain `pytest`), or when this user's group is not its group."""
+    import pwd
+
+    from tests.helpers import PEER
+
+    try:
+        mate = pwd.getpwnam(PEER)
+    except KeyError:
+        pytest.skip(f"no user {PEER!r}: tests/suite.py (run as root) creates it")
+    if mate.pw_gid != os.getgid() or os.geteuid() == 0:
+        pytest.skip(f"{PEER!r} is not in this user's group: runs in the test user's pass of tests/suite.py")
+    return PEER
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test that uses the cluster (directly or through a fixture) is a Slurm test:
     `-m slurm` then selects all that a Slurm release can change (the release matrix).

@@ -86,6 +86,16 @@ def privileged(*args: str) -> None:
         raise RuntimeError(f"privileged {' '.join(args)} failed: {(done.stderr or done.stdout).strip()}")
 
 
+PEER = "wdpeer"
+
+
+def as_peer(act: str, path: Path, arg: str | None = None) -> None:
+    """The test user's group mate (`wdpeer`) does one act on `path` in a folder of the
+    test's: write TEXT, mkfifo, mkdir, socket, symlink TARGET, chmod MODE (tests/privileged.py).
+    It may only when the folder's mode lets the group write: the attack is real."""
+    privileged("as-peer", act, str(path), *([arg] if arg is not None else []))
+
+
 def admin_scontrol(*args: str) -> None:
     """`scontrol ARGS` as the cluster's administrator (drain/resume a node, a reservation):
     what a site's admins do to a user's jobs, which the user cannot."""

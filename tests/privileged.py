@@ -7,6 +7,8 @@
     tests/privileged.py node-start CLUSTER_DIR NODE
     tests/privileged.py node-kill CLUSTER_DIR NODE    # a power loss: slurmd and the node's steps
     tests/privileged.py give-away PATH        # chown to nobody: "another user's file"
+    tests/privileged.py as-peer ACT PATH [ARG]  # the test user's group mate `wdpeer` acts:
+        write PATH TEXT | mkfifo PATH | mkdir PATH | socket PATH | symlink PATH TARGET | chmod PATH MODE
     tests/privileged.py hung-mount PATH       # a FUSE mount nobody answers, until stdin closes
     tests/privileged.py scontrol CLUSTER_DIR update NodeName=N State=DRAIN Reason=...
     tests/privileged.py scontrol CLUSTER_DIR create|delete reservation ...   # an admin's acts
@@ -156,6 +158,60 @@ def cpu_quota_end(pid: int) -> None:
     group.rmdir()
 
 
+PEER = "wdpeer"
+"""A second unprivileged user in the test user's group (tests/suite.py ensure_peer): the
+attacker of the trust tests, a group mate in a shared project space."""
+PEER_ACTS = ("write", "mkfifo", "mkdir", "socket", "symlink", "chmod")
+
+
+def as_peer(act: str, raw: str, arg: str | None) -> None:
+    """Do one act as PEER on the entry `raw` of a folder of the caller's. Root opens the
+    folder (O_PATH); the peer then acts relative to it (mkdirat, openat, ...), so only the
+    folder's own mode decides whether the peer may: its ancestors (pytest's 0700 folders)
+    stand for the path to a shared project space, which a group mate can reach."""
+    given = Path(raw)
+    folder = own_path(str(given.parent))
+    peer = pwd.getpwnam(PEER)
+    dir_fd = os.open(folder, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    pid = os.fork()
+    if pid:
+        _, status = os.waitpid(pid, 0)
+        os.close(dir_fd)
+        code = os.waitstatus_to_exitcode(status)
+        if code:
+            sys.exit(code)
+        return
+    try:
+        os.setgroups([])
+        os.setgid(peer.pw_gid)
+        os.setuid(peer.pw_uid)
+        _peer_act(act, dir_fd, given.name, arg)
+    except OSError as exc:
+        print(f"privileged: as {PEER}: {act} {raw}: {exc.strerror or exc}", file=sys.stderr)
+        os._exit(13)
+    os._exit(0)
+
+
+def _peer_act(act: str, dir_fd: int, name: str, arg: str | None) -> None:
+    if act == "write":
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o664, dir_fd=dir_fd)
+        os.write(fd, (arg or "").encode("utf-8", "surrogateescape"))
+        os.close(fd)
+    elif act == "mkfifo":
+        os.mkfifo(name, 0o664, dir_fd=dir_fd)
+    elif act == "mkdir":
+        os.mkdir(name, 0o775, dir_fd=dir_fd)
+    elif act == "symlink":
+        os.symlink(arg or "/nonexistent", name, dir_fd=dir_fd)
+    elif act == "chmod":
+        os.chmod(name, int(arg or "0", 8), dir_fd=dir_fd)
+    elif act == "socket":
+        import socket
+
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.bind(f"/proc/self/fd/{dir_fd}/{name}")
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="privileged")
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -171,6 +227,10 @@ def main(argv: list[str]) -> int:
         n.add_argument("node", choices=("node1", "node2", "node3"))
     sub.add_parser("give-away").add_argument("path")
     sub.add_parser("hung-mount").add_argument("path")
+    p = sub.add_parser("as-peer")
+    p.add_argument("act", choices=PEER_ACTS)
+    p.add_argument("path")
+    p.add_argument("arg", nargs="?")
     q = sub.add_parser("cpu-quota")
     q.add_argument("pid", type=int)
     q.add_argument("percent", type=int)
@@ -191,6 +251,8 @@ def main(argv: list[str]) -> int:
         cpu_quota(own_process(opts.pid), opts.percent)
     elif opts.cmd == "cpu-quota-end":
         cpu_quota_end(opts.pid)
+    elif opts.cmd == "as-peer":
+        as_peer(opts.act, opts.path, opts.arg)
     elif opts.cmd == "hung-mount":
         hung_mount(own_path(opts.path))
     else:

@@ -35,6 +35,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 USER = "wdtest"
+PEER = "wdpeer"
+"""A second unprivileged user in USER's group: a group mate in a shared project space, the
+attacker of the trust tests (tests/privileged.py as-peer; `peer` fixture)."""
 # pytest's "no tests were collected": a pass with nothing selected is not a failure.
 NO_TESTS = 5
 
@@ -65,6 +68,20 @@ def ensure_user() -> pwd.struct_passwd:
     subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", "--comment",
                     "slurm-watchdogs tests", USER], check=False)
     return pwd.getpwnam(USER)
+
+
+def ensure_peer() -> pwd.struct_passwd:
+    """PEER, once: no home, no login, USER's group as its own. Not in Slurm accounting: it
+    only makes files, as a group mate does."""
+    try:
+        return pwd.getpwnam(PEER)
+    except KeyError:
+        pass
+    say(f"creating {USER!r}'s group mate {PEER!r}")
+    subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", "--gid",
+                    str(pwd.getpwnam(USER).pw_gid), "--comment", "slurm-watchdogs tests, a group mate",
+                    PEER], check=False)
+    return pwd.getpwnam(PEER)
 
 
 def reachable_by_others(path: Path) -> bool:
@@ -210,6 +227,7 @@ def main() -> int:
         junits = (Path(tmp) / "user.xml", Path(tmp) / "root.xml")
         if os.geteuid() == 0:
             ensure_user()
+            ensure_peer()
             make_reachable(python)
             precompile(python)
             allow_privileged(python)

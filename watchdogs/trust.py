@@ -16,6 +16,7 @@ See docs/trust.md.
 """
 from __future__ import annotations
 
+import grp
 import os
 import pwd
 import stat
@@ -134,3 +135,90 @@ def read_trusted(path: Path, uid: int | None = None, group_ok: bool = False,
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+_KINDS = ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"),
+          (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symlink"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"))
+
+
+def kind_of(st_mode: int) -> str:
+    """What a file is, in words: "a regular file", "a FIFO", "a symlink", ..."""
+    return next((words for test, words in _KINDS if test(st_mode)), "an unknown kind of file")
+
+
+@dataclass(frozen=True)
+class Refused:
+    """An entry of a folder that is not read: what it is, who owns it, why."""
+
+    kind: str
+    owner_uid: int | None
+    why: str
+
+    @property
+    def owner(self) -> str:
+        return "an unknown owner" if self.owner_uid is None else owner_name(self.owner_uid)
+
+
+def open_entry(folder_fd: int, name: str, uid: int | None = None, limit: int = 1 << 16) -> bytes | Refused:
+    """The bytes of entry `name` of the open folder `folder_fd`, when it is a regular file
+    owned by `uid` (you by default) of at most `limit` bytes; else why not (Refused).
+    Opened without following a link (O_NOFOLLOW) and without blocking (O_NONBLOCK: a FIFO
+    would wait for a writer for ever), then judged by fstat of what was opened, so the entry
+    cannot be swapped between the check and the read. OSError only for a failed read."""
+    uid = os.getuid() if uid is None else uid
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder_fd)
+    except OSError as exc:
+        try:
+            st = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
+        except OSError:
+            raise exc from None
+        return Refused(kind_of(st.st_mode), st.st_uid, exc.strerror or str(exc))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return Refused(kind_of(st.st_mode), st.st_uid, "not a regular file")
+        if st.st_uid != uid:
+            return Refused(kind_of(st.st_mode), st.st_uid, f"owned by {owner_name(st.st_uid)}, not by you")
+        if st.st_size > limit:
+            return Refused(kind_of(st.st_mode), st.st_uid, f"{st.st_size} bytes, more than {limit}")
+        chunks, left = [], limit + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+        if len(data) > limit:
+            return Refused(kind_of(st.st_mode), st.st_uid, f"more than {limit} bytes")
+        return data
+    finally:
+        os.close(fd)
+
+
+def others_can_write(folder: Path, uid: int | None = None) -> str | None:
+    """Who besides you can add, replace or remove entries in `folder` (an existing folder),
+    in words, or None. Unlike `distrust` this is a warning's words: a group-shared folder
+    may be a deliberate setup (a team's metrics_dir), but what the watchdog writes there
+    can then be replaced by the group."""
+    uid = os.getuid() if uid is None else uid
+    try:
+        st = os.stat(folder)
+    except OSError:
+        return None
+    mode = stat.S_IMODE(st.st_mode)
+    if st.st_uid not in (uid, 0):
+        return f"owned by {owner_name(st.st_uid)} (mode {mode:04o})"
+    if st.st_mode & stat.S_ISVTX:
+        return None   # sticky: others may add, not replace or remove yours
+    if mode & stat.S_IWOTH:
+        return f"writable by everyone (mode {mode:04o})"
+    if mode & stat.S_IWGRP:
+        try:
+            group = grp.getgrgid(st.st_gid).gr_name
+        except KeyError:
+            group = str(st.st_gid)
+        return f"writable by the group {group} (mode {mode:04o})"
+    return None

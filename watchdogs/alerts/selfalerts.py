@@ -152,3 +152,37 @@ def refused(path: str, reason: str, now: datetime) -> ItemOutcome:
 def refusal_fixed(path: str, now: datetime) -> ItemOutcome:
     result = CheckResult(Status.OK, f"{path} is no longer refused (fixed or removed)")
     return ItemOutcome(refused_item(path), KIND, result, now, now, after=1, repeat_every=ONCE_S)
+
+
+INBOX_REJECTED = "watchdogs:inbox:rejected"
+INBOX_REFUSED = "watchdogs:inbox"
+
+
+def inbox_rejected(entries: Sequence[str], inbox: str, now: datetime, what: str = "") -> ItemOutcome:
+    """Entries of the inbox that were not commands of yours (another user's file, a FIFO, a
+    folder, a symlink...), moved aside unread: one WARNING naming each and its owner, as
+    someone may be trying to silence your alerts. OK (`entries` empty) once
+    inbox/rejected/ is emptied."""
+    rejected = shlex.quote(f"{inbox}/rejected")
+    if not entries:
+        result = CheckResult(Status.OK, f"nothing is set aside in {inbox}/rejected any more")
+        return ItemOutcome(INBOX_REJECTED, KIND, result, now, now, after=1, repeat_every=ONCE_S)
+    head = what or (entries[0] if len(entries) == 1 else f"{len(entries)} entries")
+    fix = f"ls -la {rejected}; then remove them: rm -r {rejected}/*"
+    result = CheckResult(Status.WARNING, f"the inbox held what is not a command of yours, set aside unread: "
+                         f"{head}",
+                         (*entries, "only regular files you own are applied (docs/trust.md)", f"fix: {fix}"),
+                         fingerprint=fingerprint(entries))
+    return ItemOutcome(INBOX_REJECTED, KIND, result, now, now, after=1, repeat_every=ONCE_S, runbook=fix)
+
+
+def inbox_refused(why: str | None, inbox: str, now: datetime) -> ItemOutcome:
+    """The inbox folder is writable by others (or not ours): no command is applied from it
+    (CRITICAL: silences and resolves from the login nodes stop working); OK once fixed."""
+    if why is None:
+        return ItemOutcome(INBOX_REFUSED, KIND, CheckResult(Status.OK, f"{inbox} is read again"),
+                           now, now, after=1)
+    fix = f"chmod go-w {shlex.quote(inbox)}"
+    result = CheckResult(Status.CRITICAL, "queued changes (silence, ack, resolve) are not applied: "
+                         "others can write the inbox", (why, f"fix: {fix}"), fingerprint=fingerprint((why,)))
+    return ItemOutcome(INBOX_REFUSED, KIND, result, now, now, after=1, runbook=fix)

@@ -26,10 +26,13 @@ class Silence:
 
 
 def add(db: sqlite3.Connection, pattern: str, starts: float, ends: float, reason: str,
-        author: str) -> Silence:
+        author: str, created: float | None = None) -> Silence:
+    """`created`: when the command asking for it was written (the sender's clock; its
+    identity when the same command is applied twice), else `starts`."""
+    created = starts if created is None else created
     cursor = db.execute("INSERT INTO silences (pattern, starts, ends, reason, author, created)"
-                        " VALUES (?, ?, ?, ?, ?, ?)", (pattern, starts, ends, reason, author, starts))
-    return Silence(int(cursor.lastrowid or 0), pattern, starts, ends, reason, author, starts)
+                        " VALUES (?, ?, ?, ?, ?, ?)", (pattern, starts, ends, reason, author, created))
+    return Silence(int(cursor.lastrowid or 0), pattern, starts, ends, reason, author, created)
 
 
 def listing(db: sqlite3.Connection, now: float, include_expired: bool = False) -> list[Silence]:

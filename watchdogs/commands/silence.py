@@ -11,7 +11,7 @@ import fnmatch
 import time
 from datetime import datetime
 
-from watchdogs import units
+from watchdogs import humanize, units
 from watchdogs.alerts import records, silences
 from watchdogs.commands.base import CommandResult, config_from_args
 from watchdogs.config import Config
@@ -70,22 +70,51 @@ def silence(args: argparse.Namespace) -> CommandResult:
     if seconds <= 0:
         raise WatchdogsError(f"--for {args.duration!r}: expected a duration longer than zero")
     _, known, config = open_store(args)
+    sent = time.time()
     done, how = changes.change(config, "silence", {"item": args.item, "seconds": seconds,
                                                    "reason": args.reason})
+    answered = time.time()
     changes.describe(done, how)
     matched = [k for k in known if fnmatch.fnmatchcase(k, args.item)]
     shown = one_line(repr(args.item), 200)
+    # The scheduler starts the silence when it applies it, by its own clock: the end shown
+    # is the one it will keep, in its time.
     head = (f"silence {done.data['id']}: {shown} until {when(float(done.data['ends']))}"
-            if done is not None else f"silence of {shown} for {args.duration} QUEUED, not yet applied")
+            if done is not None else f"silence of {shown} for {args.duration} QUEUED, not yet applied "
+            "(it starts when the scheduler applies it, and lasts its duration from then)")
+    skew = clock_skew(done.data.get("applied_at") if done is not None else None, sent, answered)
     text = (f"{head} ({args.duration})" + (f", reason: {one_line(args.reason, 1000)}" if args.reason else "")
+            + (f"\n{skew_note(skew)}" if skew is not None else "")
             + ("\nmatches: " + ", ".join(matched) if matched else
                "\nmatches no item seen so far (a drop-in that has not run yet is fine)")
             + f"\n{how}")
-    data: dict[str, object] = {"applied": done is not None, "how": how, "matches": matched}
+    data: dict[str, object] = {"applied": done is not None, "how": how, "matches": matched,
+                               "clock_skew_s": skew}
     if done is not None:
         data["silence"] = {"id": done.data["id"], "pattern": args.item,
                            "ends": when(float(done.data["ends"])), "reason": args.reason, "author": whoami()}
     return CommandResult(text, data)
+
+
+SKEW_TOLERANCE_S = 60.0
+"""A difference of clocks worth telling: below it, NTP's usual drift and the wait itself."""
+
+
+def clock_skew(applied_at: object, sent: float, answered: float) -> float | None:
+    """How far the scheduler's clock is ahead of this host's (negative: behind), or None
+    when within SKEW_TOLERANCE_S (or unknown). The scheduler applied the command between
+    `sent` and `answered` by this host's clock; outside that window, the clocks differ."""
+    if isinstance(applied_at, bool) or not isinstance(applied_at, (int, float)) or applied_at != applied_at:
+        return None
+    if sent - SKEW_TOLERANCE_S <= applied_at <= answered + SKEW_TOLERANCE_S:
+        return None
+    return float(applied_at) - (sent + answered) / 2  # off by at most half the wait
+
+
+def skew_note(skew: float) -> str:
+    way = "ahead of" if skew > 0 else "behind"
+    return (f"note: the scheduler's clock is {humanize.duration(abs(skew))} {way} this host's; the times "
+            "shown are the scheduler's (fix the clock that is wrong: NTP/chrony)")
 
 
 def ack(args: argparse.Namespace) -> CommandResult:

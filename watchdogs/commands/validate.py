@@ -34,7 +34,7 @@ def validate(args: argparse.Namespace) -> CommandResult:
     text = (f"{config.path}: valid: {units.count(len(config.checks), 'check')} ({kinds}); "
             f"{units.count(len(config.notifiers), 'channel')} ({channels}); "
             f"state in {config.scheduler.state_dir}")
-    warnings = nowhere_warnings(config)
+    warnings = nowhere_warnings(config) + shared_folder_warnings(config)
     for warning in warnings:   # stderr: the summary stays one line (Nagios style)
         print(f"watchdogs: warning: {warning}", file=sys.stderr)
     data = {"valid": True, "path": str(config.path), "checks": [c.name for c in config.checks],
@@ -58,6 +58,31 @@ def nowhere_warnings(config: Config) -> list[str]:
         missing = [sev.upper() for sev in ("warning", "critical", "unknown") if not _named(route, sev)]
         if missing:
             found.append(f"{where} names no channel for {', '.join(missing)}: such alerts go nowhere")
+    return found
+
+
+def shared_folder_warnings(config: Config) -> list[str]:
+    """Folders outside the state folder that the watchdog writes files into, when others can
+    write them too: accepted (a group-shared textfile folder can be a deliberate setup), but
+    said, as whoever can write the folder can replace or remove what the watchdog puts there
+    (the watchdog itself never writes through a link planted there: docs/trust.md)."""
+    from pathlib import Path
+
+    from watchdogs.trust import others_can_write
+
+    folders: list[tuple[str, Path]] = []
+    if config.scheduler.metrics_dir is not None:
+        folders.append(("[scheduler] metrics_dir", Path(config.scheduler.metrics_dir)))
+    for channel in config.notifiers:
+        path = channel.options.get("path")
+        if channel.type == "logfile" and isinstance(path, Path):
+            folders.append((f'channel "{channel.name}" path', path.parent))
+    found = []
+    for where, folder in folders:
+        who = others_can_write(folder)
+        if who:
+            found.append(f"{where}: {folder} is {who}: others can replace or remove the files the "
+                         f"watchdog writes there (fix, unless shared on purpose: chmod go-w {folder})")
     return found
 
 

@@ -22,7 +22,12 @@ DIR_OR_NEW_TRUSTED = "dir_or_new_trusted"
 FILE_TRUSTED = "file_trusted"
 """`Option.exists`: a file that only you (or root) can change (a script to submit), as far
 as it exists yet."""
-STATE_CHILDREN = ("runs", "locks")
+STATE_CHILDREN = ("runs", "locks", "inbox", "inbox/done", "inbox/rejected", "scheduler")
+"""The state folder's own subfolders, made by the watchdog and written through every tick
+(run logs, locks, queued commands, the scheduler's job log): trusted like the folder."""
+MADE_BY_UMASK_002 = (0o775, 0o2775)
+"""What `mkdir -p` of an earlier version gave these subfolders under `umask 002` (with the
+setgid bit inherited from a shared project folder): see `tighten_own`."""
 
 
 _NAME_BAD = re.compile(r"[/\x00-\x1f\x7f]")
@@ -89,9 +94,55 @@ def _distrusted(path: Path) -> str | None:
 
 
 def _state_distrusted(folder: Path) -> str | None:
-    """The state folder, and the subfolders runs and locks written through every tick."""
+    """The state folder, and its own subfolders (STATE_CHILDREN) written through every tick."""
+    tighten_own(folder)
     for path in (folder, *(folder / c for c in STATE_CHILDREN if os.path.lexists(folder / c))):
         why = _distrusted(path)
         if why:
             return why
     return None
+
+
+def tighten_own(state_dir: Path) -> list[str]:
+    """Set to 0700 the state folder's own subfolders (STATE_CHILDREN, and the item folders
+    under runs/) that an earlier version made 0775 or 2775 under `umask 002`; returns what
+    was changed, each also said once on stderr (logging).
+
+    Why tighten rather than refuse: these folders are the watchdog's own, made by it with
+    0700 meant (its `mkdir -p` let the umask choose), and nobody is meant to share them;
+    refusing them stopped every command after an upgrade until the user ran a chmod for a
+    mode the watchdog had set itself. Only exactly those modes, only folders owned by you,
+    never a symlink, never the state folder itself or a folder above it (which the user may
+    share on purpose): any other mode others can write (0777, 0770, ...) is still refused,
+    with `chmod go-w` as the fix. What others may have put into such a folder meanwhile is
+    not trusted by being there: the inbox applies only your own regular files."""
+    import logging
+    import stat
+
+    uid = os.getuid()
+    state_dir = Path(state_dir)
+    runs = state_dir / "runs"
+    folders = [state_dir / c for c in STATE_CHILDREN]
+    for top in _subfolders(runs):
+        folders += [top, *_subfolders(top)]
+    changed = []
+    for path in folders:
+        try:
+            st = os.lstat(path)
+            mode = stat.S_IMODE(st.st_mode)
+            if not stat.S_ISDIR(st.st_mode) or st.st_uid != uid or mode not in MADE_BY_UMASK_002:
+                continue
+            os.chmod(path, 0o700, follow_symlinks=False)
+        except OSError:
+            continue  # gone, or not ours to change: the trust check below says what is wrong
+        changed.append(f"{path}: mode {mode:04o} made by an earlier version under umask 002; now 0700")
+    for line in changed:
+        logging.getLogger("watchdogs").warning("%s", line)
+    return changed
+
+
+def _subfolders(folder: Path) -> list[Path]:
+    try:
+        return [Path(e.path) for e in os.scandir(folder) if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
-from watchdogs import humanize
+from watchdogs import humanize, ownfiles
 from watchdogs.dropins import reaper
 from watchdogs.dropins.capture import DEFAULT_CAP, CappedStream
 from watchdogs.result import CheckResult, Status, parse_plugin_output
@@ -57,9 +57,10 @@ class DropInProcess:
         self._why: str | None = None
 
     def run(self) -> CheckResult | None:
-        self.log_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        ownfiles.make_dirs(self.log_path.parent)
         started = time.monotonic()
-        with open(self.log_path, "wb") as out:
+        # A new file, 0600 whatever the umask, never through a link planted at its name.
+        with os.fdopen(ownfiles.create_private(self.log_path), "wb") as out:
             try:
                 code, output, errors = self._run(out)
             except OSError as exc:
@@ -161,7 +162,7 @@ class DropInProcess:
             lines.append("--- left running after exit, killed ---\n" + "\n".join(leftovers))
         verdict = result.status.name if result else "interrupted (scheduler stopped)"
         lines.append(f"--- {' '.join(self.argv)}: exit {code} after {elapsed:.2f}s: {verdict}")
-        with open(self.log_path, "a") as fh:
+        with os.fdopen(ownfiles.create_private(self.log_path, append=True), "a") as fh:
             fh.write("\n" + "\n".join(lines) + "\n")
 
     def _report_path(self) -> Path:

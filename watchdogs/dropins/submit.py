@@ -7,10 +7,12 @@ itself, and a busy queue does not pile up copies.
 """
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from watchdogs import ownfiles
 from watchdogs.checks.context import TickContext
 from watchdogs.procs import run_bounded
 from watchdogs.result import CheckResult, Status
@@ -58,7 +60,7 @@ def still_active(previous_job: str | None, active: Mapping[str, str]) -> CheckRe
 
 def submit(argv: Sequence[str], log_path: Path, env: Mapping[str, str]) -> tuple[CheckResult, str | None]:
     """sbatch the script (argv[0]) with its arguments. Returns (result, job id or None)."""
-    log_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    ownfiles.make_dirs(log_path.parent)
     cmd = ["sbatch", "--parsable", *argv]
     try:
         proc = run_bounded(cmd, SBATCH_TIMEOUT_S, cwd=log_path.parent, env=env)  # group killed on timeout
@@ -79,6 +81,7 @@ def submit(argv: Sequence[str], log_path: Path, env: Mapping[str, str]) -> tuple
 
 
 def _logged(log_path: Path, cmd: Sequence[str], result: CheckResult, reply: str = "") -> CheckResult:
-    with open(log_path, "w") as fh:
+    # Never through a link planted at the log's name; 0600 whatever the umask.
+    with os.fdopen(ownfiles.create_private(log_path, append=True), "w") as fh:
         fh.write(f"$ {' '.join(cmd)}\n{reply}\n--- {result.status.name}: {result.summary}\n")
     return result

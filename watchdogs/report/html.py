@@ -2,12 +2,11 @@
 no font, image or link to fetch), rendered with jinja2's autoescape from a `Report`."""
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from watchdogs import humanize
+from watchdogs import humanize, ownfiles
 from watchdogs.report import storycharts, svg
 from watchdogs.report.data import DiskView, ItemView, Report, Run
 from watchdogs.report.forecastline import ForecastLine
@@ -146,7 +145,7 @@ def write(report: Report, out: Path, env: jinja2.Environment | None = None) -> P
     """Write the page next to `out` and rename it into place: a reader (a browser, Open
     OnDemand's file view) never sees half a page."""
     text = render(report, env)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, out)
+    # `--out` may name a shared folder (a web or Open OnDemand folder): mkstemp there, never
+    # a predictable name a link may be planted at. 0644: the page is for others to read.
+    ownfiles.write_atomic(out, text.encode("utf-8"), 0o644)
     return out

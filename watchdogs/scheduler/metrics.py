@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import sqlite3
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from watchdogs import ownfiles
 
 if TYPE_CHECKING:
     from watchdogs.state.store import StateStore
@@ -140,12 +141,10 @@ def render(families: list[Family]) -> str:
 
 def write(directory: Path, store: StateStore, now: float) -> Path:
     """Render and replace `<directory>/watchdogs.prom` atomically (rename in one directory)."""
-    target = Path(directory) / FILE_NAME
-    tmp = target.with_name(f".{FILE_NAME}.{os.getpid()}.tmp")
-    tmp.write_text(render(collect(store, now)))
-    os.chmod(tmp, 0o644)   # node_exporter runs as its own user
-    os.replace(tmp, target)
-    return target
+    # metrics_dir may be a folder a group shares (node_exporter's textfile folder): the
+    # temporary file is made by mkstemp (never a link someone planted), then renamed.
+    # 0644: node_exporter runs as its own user.
+    return ownfiles.write_atomic(Path(directory) / FILE_NAME, render(collect(store, now)).encode(), 0o644)
 
 
 def write_tick(directory: Path | None, store: StateStore, now: float) -> None:

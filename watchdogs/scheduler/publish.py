@@ -10,6 +10,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
+from watchdogs.alerts import selfalerts
 from watchdogs.errors import WatchdogsError
 from watchdogs.scheduler.inbox import apply_pending
 from watchdogs.sink import ItemOutcome
@@ -34,6 +35,12 @@ class StateOwner:
         self.on_state_error = on_state_error
         self._last_poll = 0.0
         self._told_gone = False
+        self._inbox_said: dict[str, bool] = {"rejected": True, "refused": True}
+        """Whether an inbox alert may be open (so its end is said): True at start, as an
+        earlier instance may have left one open."""
+        self._first_look = True
+        self._stuck: frozenset[str] = frozenset()
+        """Entries that could not be moved aside, already told: skipped, not told again."""
 
     def _real(self) -> StateStore | None:
         current = self.store()
@@ -45,15 +52,54 @@ class StateOwner:
             return []
         self._last_poll = time.monotonic()
         store = self._real()
-        if store is None or not inbox.pending(self.state_dir, fresh=True):
+        if store is None:
             return []
+        queue = inbox.take(self.state_dir, fresh=True, now=now)
         try:
-            outcomes = apply_pending(store, self.state_dir, self.writer, now)
+            told = self._inbox_news(queue, now)
+        except Exception:  # telling about the inbox must never stop applying what is in it
+            LOG.exception("cannot tell what was set aside in the inbox")
+            told = []
+        if not queue.commands:
+            return told
+        try:
+            outcomes = apply_pending(store, self.state_dir, self.writer, now, queue=queue)
         except (OSError, WatchdogsError) as exc:
             LOG.error("cannot apply queued changes now (retried): %s", exc)
-            return []
+            return told
         self.publish(now)
-        return outcomes
+        return told + outcomes
+
+    def _inbox_news(self, queue: inbox.Queue, now: float) -> list[ItemOutcome]:
+        """The inbox's own alerts: a folder others can write (CRITICAL, nothing applied),
+        and entries set aside (one WARNING naming each and its owner, open while
+        inbox/rejected/ holds any); each RESOLVED once cleared."""
+        when = datetime.fromtimestamp(now, timezone.utc)
+        told: list[ItemOutcome] = []
+        if queue.refused:
+            if not self._inbox_said["refused"]:
+                LOG.error("%s", queue.refused)
+            self._inbox_said["refused"] = True
+            told.append(selfalerts.inbox_refused(queue.refused, str(inbox.folder(self.state_dir)), when))
+        elif self._inbox_said["refused"]:
+            self._inbox_said["refused"] = False
+            told.append(selfalerts.inbox_refused(None, str(inbox.folder(self.state_dir)), when))
+        new = [e for e in queue.set_aside if e.moved_to is not None or e.name not in self._stuck]
+        if self._first_look:  # what was set aside before this instance (and not told) is told now
+            self._first_look = False
+            new = new or inbox.set_aside_earlier(self.state_dir)
+        self._stuck = frozenset(e.name for e in queue.set_aside if e.moved_to is None)
+        for entry in new:
+            LOG.warning("inbox entry set aside: %s", entry)
+        if new:
+            self._inbox_said["rejected"] = True
+            told.append(selfalerts.inbox_rejected([str(e) for e in new], str(inbox.folder(self.state_dir)),
+                                                  when, inbox.in_words(new)))
+        elif self._inbox_said["rejected"] and not self._stuck and not queue.refused \
+                and not inbox.rejected_entries(self.state_dir):
+            self._inbox_said["rejected"] = False
+            told.append(selfalerts.inbox_rejected([], str(inbox.folder(self.state_dir)), when))
+        return told
 
     def tick(self, now: float) -> None:
         store = self._real()

@@ -9,8 +9,9 @@ paths mean what they meant.
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
+
+from watchdogs import ownfiles
 
 NAME = "last-good-config.toml"
 
@@ -23,19 +24,12 @@ def save(state_dir: Path, source: bytes) -> bool:
     """Keep `source` as the last good config (atomically). False if it cannot be written
     (a full disk must not stop the scheduler: the previous copy stays)."""
     target = path_in(state_dir)
-    temp = target.with_name(f".{NAME}.{os.getpid()}")
     try:
         if target.exists() and target.read_bytes() == source:
             return True
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(source)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(temp, target)
+        ownfiles.write_atomic(target, source, 0o600)
         return True
     except OSError:
-        temp.unlink(missing_ok=True)
         return False
 
 
@@ -51,8 +45,8 @@ def note_state_dir(config_path: Path, state_dir: Path, index_dir: Path) -> None:
     try:
         if entry.exists() and entry.read_text() == str(state_dir):
             return
-        entry.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        entry.write_text(str(state_dir))
+        ownfiles.make_dirs(entry.parent)
+        ownfiles.write_atomic(entry, str(state_dir).encode(), 0o600)
     except OSError:
         pass  # only a help for `stop` with an unreadable config; never worth a failure
 

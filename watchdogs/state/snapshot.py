@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from watchdogs import ownfiles
 from watchdogs.errors import WatchdogsError
 from watchdogs.state.store import CORRUPT, DB_NAME, StateStore, StateUnavailable, state_problem
 
@@ -46,7 +47,11 @@ def publish(store: StateStore, writer: str, now: float | None = None) -> Path:
     import socket  # here, not above: `status` reads views and needs no socket module
 
     target = store.state_dir / VIEW_NAME
-    temp = store.state_dir / f".{VIEW_NAME}.{socket.gethostname()}.{os.getpid()}.tmp"
+    # mkstemp (exclusive, random name, 0600), closed, then filled by SQLite by name: the
+    # state folder is private, so the name cannot be swapped in between.
+    fd, name = ownfiles.temp_beside(target, 0o600)
+    os.close(fd)
+    temp = Path(name)
     try:
         dest = sqlite3.connect(temp, isolation_level=None)
         try:
@@ -63,7 +68,6 @@ def publish(store: StateStore, writer: str, now: float | None = None) -> Path:
             os.fsync(fd)
         finally:
             os.close(fd)
-        os.chmod(temp, 0o600)
         os.replace(temp, target)
     except BaseException:
         with contextlib.suppress(OSError):

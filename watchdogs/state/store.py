@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from watchdogs.errors import WatchdogsError
+from watchdogs.ownfiles import make_dirs
 
 DB_NAME = "state.sqlite3"
 
@@ -133,8 +134,10 @@ def _identity(path: Path) -> tuple[int, int] | None:
 
 
 def ensure_private_dir(path: Path) -> Path:
-    """Create `path` (mode 0700) if needed; state and logs are nobody else's business."""
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    """Create `path` and its missing parents (each mode 0700, whatever the umask) if needed;
+    state and logs are nobody else's business."""
+    if not path.is_dir():
+        make_dirs(path)
     return path
 
 

@@ -217,3 +217,14 @@ def _lock_finding(support: locking.LockSupport, network: bool, posix: str, folde
     scope = f"across hosts ({support.fstype})" if network else \
         f"({support.fstype}, a local filesystem: one kernel holds every lock)"
     return Finding("locks", Status.OK, f"flock works {scope}; POSIX locks: {posix}", facts=facts)
+
+
+def check_shared_folders(config: Config) -> list[Finding]:
+    """The folders the watchdog writes into besides its state folder (metrics_dir, a
+    logfile channel's folder): a WARNING each when others can write them (`validate`'s
+    warning, as a finding)."""
+    from watchdogs.commands.validate import shared_folder_warnings
+
+    return [Finding("shared folders", Status.WARNING, warning.split(" (fix", 1)[0],
+                    "unless shared on purpose: chmod go-w on it (docs/trust.md)")
+            for warning in shared_folder_warnings(config)]

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from watchdogs import ownfiles
 from watchdogs.commands.doctor.checks import Finding
 from watchdogs.errors import SlurmError
 from watchdogs.result import Status
@@ -46,7 +47,7 @@ class NodeAnswer:
 
 def submit(config_path: Path, folder: Path, runner: SlurmRunner, env: Mapping[str, str]) -> str:
     """sbatch the doctor job (a side effect on the cluster); its id."""
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    ownfiles.make_dirs(folder)
     job_env = {k: v for k, v in env.items() if not k.startswith("SLURM_") or k == "SLURM_CONF"}
     job_env |= {"WATCHDOGS_CONFIG": str(config_path), "WATCHDOGS_PYTHON": sys.executable}
     # --time: a doctor that hangs must not hold a node; sbatch's other defaults (partition,
