@@ -29,12 +29,16 @@ class TransportError(Exception):
     so a retry skips them."""
 
     def __init__(self, message: str, permanent: bool = False, retry_after: float | None = None,
-                 done: tuple[str, ...] = ()) -> None:
+                 done: tuple[str, ...] = (), local: bool = False) -> None:
         super().__init__(message)
         self.message = message
         self.permanent = permanent
         self.retry_after = retry_after
         self.done = done
+        self.local = local
+        """The failure is this machine's own disk (full, over quota, read-only, a folder
+        not there yet): it says nothing about the message, and it passes when space does. A
+        sender keeps such a message for as long as it can rather than count it as a try."""
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ directly from memory through the channels that do not need that disk, and says
 fresh one started. Never a traceback, never a silent stop."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,47 @@ def test_full_state_directory_is_said_at_once_and_alerts_still_go_out(
     assert "GiB" in critical or "MiB" in critical or "%" in critical
     assert "Traceback" not in site.log()
     assert proc.returncode == 0
+
+
+@pytest.mark.timeout(120)
+def test_an_alert_for_a_logfile_on_the_full_state_disk_waits_in_memory_and_arrives_whole_once(
+        site: Site, smtp: SmtpServer, tmpfs: Path) -> None:
+    """The README's layout: the alert log beside the state folder, on one filesystem. While it
+    is full, the logfile channel fails every tick; more ticks than a channel's tries pass, the
+    alert is kept all the same, and once space returns it is written once, whole, and says it
+    was held."""
+    state, alerts_log = tmpfs / "state", tmpfs / "watchdogs-alerts.log"
+    mail_config(site, smtp, scheduler=f'state_dir = "{state}"',
+                tables=f'[[check]]\nname = "scratch"\ntype = "disk"\npath = "{tmpfs}"\nevery = "1s"\n'
+                       f'[[notify]]\nname = "log"\ntype = "logfile"\npath = "{alerts_log}"\n')
+    site.config.write_text(site.config.read_text().replace('state_dir = "state"\n', "", 1))
+    proc = site.popen("run")
+    try:
+        wait_for(lambda: "scratch: OK" in site.log(), timeout=30, what="the disk check to pass once")
+        filler = fill(tmpfs)
+        wait_for(lambda: said(smtp, "CRITICAL: scratch"), timeout=30, what="the disk alert by mail")
+        wait_for(lambda: "kept in memory until it can be written" in site.log(), timeout=30,
+                 what="the logfile's line held in memory")
+        start = site.log().count("scratch: CRITICAL")
+        # More ticks than a channel that fails by itself is tried (MAX_TRIES = 5).
+        wait_for(lambda: site.log().count("scratch: CRITICAL") >= start + 7, timeout=60,
+                 what="seven more ticks with the disk still full")
+        assert "CRITICAL" not in (alerts_log.read_text() if alerts_log.exists() else "")  # no half line
+        filler.unlink()
+        wait_for(lambda: alerts_log.exists() and "delivered late" in alerts_log.read_text(), timeout=30,
+                 what="the held alert in the log file")
+    finally:
+        proc.terminate()
+        proc.wait(20)
+    lines = alerts_log.read_text().splitlines()
+    criticals = [line for line in lines if " CRITICAL scratch " in line]
+    assert len(criticals) == 1, lines
+    # Whole lines only, and the alert says it was held back.
+    assert all(line.startswith(("20", "watchdogs: ")) for line in lines), lines
+    held = lines[lines.index(criticals[0]) + 1]
+    assert held.startswith("watchdogs: delivered late, held in memory since ") and "No space left" in held
+    assert "dropped" not in site.log()
+    assert "Traceback" not in site.log()
 
 
 @pytest.mark.timeout(60)
@@ -99,3 +141,20 @@ def test_item_locks_in_a_broken_state_directory_let_the_item_run_unlocked(tmp_pa
     from watchdogs.scheduler.itemlock import LOCKS_DIR, ItemLocks
     (tmp_path / LOCKS_DIR).write_text("not a folder")
     assert ItemLocks(tmp_path).acquire("check-a") is None
+
+
+def test_a_logfile_line_that_does_not_fit_on_the_disk_is_not_left_half_written(tmpfs: Path) -> None:
+    """tmpfs takes what fits (a page at a time), then ENOSPC: the half that fitted is cut back,
+    the error says the disk is this machine's own (kept, not counted as a try)."""
+    from notifiers.base import Message, TransportError
+    from tests.notifiers.support import channel
+    log = tmpfs / "alerts.log"
+    notifier = channel(tmpfs.parent, f'[[notify]]\nname = "log"\ntype = "logfile"\npath = "{log}"\n')
+    notifier.notify(Message("s", "first line\n"))
+    filler = fill(tmpfs)
+    os.truncate(filler, filler.stat().st_size - 8192)   # two pages free: part of the long line fits
+    with pytest.raises(TransportError) as raised:
+        notifier.notify(Message("s", "y" * 64 * 1024 + "\n"))
+    assert raised.value.local and not raised.value.permanent
+    assert log.read_text() == "first line\n"
+    filler.unlink()

@@ -104,6 +104,23 @@ class GuardedSink:
             return
         LOG.warning("state directory %s can be written again: back to the outbox", self.state_dir)
         self.problem = None
+        self._hand_over(now)
         self.direct.handle([selfalerts.state_ok(now, list(self.direct.channels))], now)
         if self.on_change is not None:
             self.on_change(None, "the state directory can be written again")
+
+    def _hand_over(self, now: datetime) -> None:
+        """What still waits in memory goes into the outbox: from now on it survives a restart
+        and is retried with the outbox's backoff like any other message."""
+        if self.stored is None:
+            return
+        moved = self.direct.hand_over()
+        try:
+            self.stored.adopt(moved, now)
+        except Exception as exc:
+            if state_problem(exc) is None and not isinstance(exc, StateUnavailable):
+                LOG.exception("handing %d message(s) from memory to the outbox failed", len(moved))
+            self.direct.take_back(moved)
+            return
+        if moved:
+            LOG.warning("%d message(s) waiting in memory handed to the outbox", len(moved))

@@ -92,6 +92,19 @@ class AlertSink:
             LOG.exception("channel %s: rendering failed; sending plain text", channel)
             return plain_message(batch)
 
+    def adopt(self, messages: Sequence[tuple[str, Message]], now: datetime) -> None:
+        """Rendered messages that waited elsewhere (in memory while the state directory was
+        full) join the outbox in one transaction: all of them or, on error, none."""
+        if not messages:
+            return
+        try:
+            with self.store.transaction() as db:
+                for channel, message in messages:
+                    outbox.enqueue(db, channel, message, now.timestamp())
+        except sqlite3.Error as exc:
+            _raise_if_unusable(self.store, exc)
+            raise
+
     # -- flush: deliver ----------------------------------------------------------------------
 
     def flush(self, now: datetime, force: bool = False) -> None:
