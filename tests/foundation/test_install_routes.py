@@ -26,10 +26,10 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from tests.foundation.test_readme import PAGES, README, ROOT, blocks, code_text
 from tests.foundation.test_readme_path import GETTING_STARTED, fresh_copy
@@ -159,7 +159,9 @@ def test_the_index_lacks_our_distributions_as_a_users_does(clone: Path, wheelhou
                                                            tmp_path: Path) -> None:
     """The setup reproduces the failure of issue 36: `pip install .` alone finds no trainguard
     (so a route that passed by reaching an index for our names would fail here)."""
-    done = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "."],
+    # This environment's hatchling builds the metadata (no isolated build: seconds saved).
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed",
+                           "--no-build-isolation", "."],
                           cwd=clone, capture_output=True, text=True, timeout=300,
                           env=no_index_env(tmp_path / "home", wheelhouse), check=False)
     assert done.returncode != 0
@@ -194,6 +196,11 @@ def test_pip_from_the_two_wheel_files_as_the_readme_says(clone: Path, wheelhouse
     for line in routes()["wheels"]:
         sh(line, clone, env)
     assert sh("~/wd/bin/watchdogs --version", tmp_path, env) == VERSIONS + "\n"
+    # `watchdogs start` finds the scheduler's batch script inside the wheel, not in a checkout.
+    where = ("from watchdogs.scheduler.chain import default_script; print(default_script({}))")
+    script = Path(sh(f"~/wd/bin/python -c {shlex.quote(where)}", tmp_path, env).strip())
+    assert script.is_relative_to(tmp_path / "home" / "wd")
+    assert script.read_bytes() == (ROOT / "slurm" / "cron-scheduler.slurm").read_bytes()
 
 
 def test_trainguard_into_a_training_environment_as_the_readme_says(clone: Path, wheelhouse: Path,
@@ -220,6 +227,12 @@ def test_trainguard_into_a_training_environment_as_the_readme_says(clone: Path, 
     assert (from_path, from_index_like) == ("True", "False")  # the clone's folder, then dist/'s wheel
     assert names == names2
     assert "'apscheduler'" not in names and "'psutil'" in names and "'py-spy'" in names, names
+    # Importing the public face loads nothing of the watchdog's either.
+    foreign = ("import sys, trainguard; from trainguard import Guard, config_from, read_heartbeats; "
+               "import trainguard.guard; print(sorted(m for m in sys.modules if m.split('.')[0] in "
+               "('watchdogs', 'notifiers', 'apscheduler', 'jinja2', 'requests', 'slack_sdk')))")
+    sh(lines[-1].replace("[lightning]", f"[{STANDIN_EXTRA}]"), clone, env)
+    assert sh(f"python -c {shlex.quote(foreign)}", tmp_path, env) == "[]\n"
 
 
 def test_make_docs_installs_the_docs_extra_and_not_torch(tmp_path: Path) -> None:
