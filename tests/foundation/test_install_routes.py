@@ -235,11 +235,15 @@ def test_trainguard_into_a_training_environment_as_the_readme_says(clone: Path, 
     assert sh(f"python -c {shlex.quote(foreign)}", tmp_path, env) == "[]\n"
 
 
-def test_make_docs_installs_the_docs_extra_and_not_torch(tmp_path: Path) -> None:
-    """`make docs` on a fresh clone: the venv, the two packages and mkdocs, and no torch or
-    framework extra (1.5 GB that mkdocs does not need)."""
+@pytest.mark.parametrize(("target", "extra", "runs"), [
+    ("docs", "'.[docs]'", "mkdocs build"), ("dist", "'.[dist]'", "twine check"),
+    ("wheels", "-m venv", "pip wheel")])
+def test_make_docs_dist_and_wheels_install_what_they_need_and_not_torch(
+        target: str, extra: str, runs: str, tmp_path: Path) -> None:
+    """On a fresh clone: the venv, the two packages and the target's own tools, and no torch or
+    framework extra (1.5 GB that mkdocs, build and pip wheel do not need)."""
     folder = fresh_copy(tmp_path / "slurm-watchdogs")
-    planned = subprocess.run(["make", "-n", "docs"], cwd=folder, capture_output=True, text=True,
+    planned = subprocess.run(["make", "-n", target], cwd=folder, capture_output=True, text=True,
                              timeout=60, check=True).stdout
-    assert "'.[docs]'" in planned and "mkdocs build" in planned
+    assert extra in planned and runs in planned, planned
     assert not re.search(r"torch|lightning|accelerate|transformers|\[test", planned), planned
