@@ -26,7 +26,7 @@ SLURM_FLAG = $(if $(SLURM),--slurm $(SLURM)) $(if $(CGROUP),--cgroup $(CGROUP))
 # A pytest -m expression both passes of tests/suite.py run (e.g. MARKERS=slurm).
 MARKERS ?=
 
-.PHONY: install install-demo install-dev test-tools test test-matrix demo cluster-up cluster-down cluster-status lint docs dist bench clean
+.PHONY: install install-demo install-dev test-tools test test-matrix demo cluster-up cluster-down cluster-status lint docs wheels dist bench clean
 
 # What a login node needs to run the watchdog: the project and its few dependencies, no torch.
 install: $(VENV)/.installed
@@ -65,9 +65,10 @@ cluster-status:
 
 # Debian programs the tests run for real: tinyproxy (the HTTP proxy the channels go through),
 # msmtp (the email channel's sendmail program), chromium (the status page), sudo (the test
-# user's privileged helper) and node_exporter (the metrics textfile). Installed when missing
+# user's privileged helper), node_exporter (the metrics textfile) and pipx (Debian 12's 1.1,
+# which the README's pipx install line must work with: tests/foundation/test_install_routes.py). Installed when missing
 # and we are root, after one `apt-get update` (a fresh machine's lists may be empty).
-TEST_TOOLS = tinyproxy msmtp chromium sudo prometheus-node-exporter
+TEST_TOOLS = tinyproxy msmtp chromium sudo prometheus-node-exporter pipx
 test-tools:
 	missing=""; for t in $(TEST_TOOLS); do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
 	if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
@@ -133,16 +134,39 @@ lint: install-dev
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 # The documentation site (mkdocs.yml, docs/) into build/site; the configuration reference
-# is generated from the option declarations while it builds (docs/hooks/).
-docs: install-dev
+# is generated from the option declarations while it builds (docs/hooks/). The hook imports
+# only the option declarations (watchdogs.config, trainguard.config): the docs extra
+# (mkdocs) is all it needs, not torch and the framework extras of install-dev (1.5 GB).
+docs: $(VENV)/.installed-docs
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
-# Both distributions, wheel and sdist each, into dist/, checked by twine.
-dist: install-dev
+$(VENV)/.installed-docs: $(VENV)/.installed
+	$(PY) -m pip install -q -e ./trainguard -e '.[docs]'
+	touch $@
+
+# The two wheels into dist/, and nothing else: what pip and pipx install from on a login
+# node whose index carries neither distribution (README "Install"). pip builds each in
+# isolation (hatchling from the index); all it needs is a venv with pip (Debian's python3
+# has none), not torch or the test tools. The old wheels go first, so `dist/*.whl` names
+# one version of each.
+wheels: $(VENV)/bin/pip
+	rm -f dist/slurm_watchdogs-*.whl dist/trainguard-*.whl
+	$(PY) -m pip wheel -q --no-deps -w dist ./trainguard .
+
+$(VENV)/bin/pip:
+	$(PYTHON) -m venv $(VENV)
+
+# Both distributions, wheel and sdist each, into dist/, checked by twine (the release build;
+# `make wheels` is enough to install).
+dist: $(VENV)/.installed-dist
 	rm -rf dist trainguard/dist
 	$(PY) -m build --outdir dist .
 	$(PY) -m build --outdir dist trainguard
 	$(VENV)/bin/twine check --strict dist/*
+
+$(VENV)/.installed-dist: $(VENV)/.installed
+	$(PY) -m pip install -q -e ./trainguard -e '.[dist]'
+	touch $@
 
 clean: cluster-down
 	rm -rf $(VENV) .pytest_cache .import_linter_cache dist build

@@ -1,19 +1,19 @@
 """The two distributions, as a user gets them: each wheel built from this checkout
 (`python -m build`, then `twine check`) and installed into a fresh virtual environment.
 
-- trainguard, installed alone, brings psutil and nothing of the watchdog's (APScheduler,
-  jinja2, requests, slack_sdk); with the CPU torch beside it, slurm/train_tiny.py, a guarded
-  loop, is interrupted by SIGUSR1, exits 140 with a checkpoint, and the second run ends with
-  the weights of an uninterrupted run.
-- slurm-watchdogs, installed from its wheel (with trainguard's), runs `watchdogs --help`
-  and `--version`, and `watchdogs start` finds the scheduler's batch script in the wheel.
+- trainguard's wheel with the CPU torch beside it: slurm/train_tiny.py, a guarded loop, is
+  interrupted by SIGUSR1, exits 140 with a checkpoint, and the second run ends with the
+  weights of an uninterrupted run.
 
-Slow (a build, three venvs, torch): about a minute with pip's cache warm.
+The README's install lines, each wheel alone in a fresh venv (trainguard bringing nothing of
+the watchdog's; `watchdogs --version` and the scheduler's batch script from the wheel), are
+run as written by test_install_routes.py.
+
+Slow (a build, one venv, torch): about a minute with pip's cache warm.
 """
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -64,20 +64,6 @@ def test_python_build_gives_two_wheels_and_two_sdists_that_twine_accepts(dist: P
     run([sys.executable, "-m", "twine", "check", "--strict", *map(str, sorted(dist.iterdir()))])
 
 
-def test_the_trainguard_wheel_alone_brings_none_of_the_watchdogs_dependencies(dist: Path,
-                                                                              tmp_path: Path) -> None:
-    python = venv(tmp_path / "train-env")
-    run([str(python), "-m", "pip", "install", "-q", str(next(dist.glob("trainguard-*.whl")))])
-    assert installed(python) - {"pip", "setuptools"} == {"trainguard", "psutil"}
-    probe = ("import sys, trainguard; from trainguard import Guard, config_from, read_heartbeats; "
-             "import trainguard.guard; print(trainguard.__file__, trainguard.__version__, "
-             "sorted(m for m in sys.modules if m.split('.')[0] in "
-             "('watchdogs', 'notifiers', 'apscheduler', 'jinja2', 'requests', 'slack_sdk')))")
-    where, version, foreign = run([str(python), "-c", probe], cwd=tmp_path).stdout.split(maxsplit=2)
-    assert where.startswith(str(tmp_path / "train-env")) and version == __version__
-    assert foreign.strip() == "[]"
-
-
 def test_a_guarded_loop_from_the_trainguard_wheel_saves_requeues_and_resumes_bit_identical(
         dist: Path, tmp_path: Path) -> None:
     python = venv(tmp_path / "train-env")
@@ -103,20 +89,6 @@ def test_a_guarded_loop_from_the_trainguard_wheel_saves_requeues_and_resumes_bit
     assert first.returncode == 140, f"expected exit 140 (saved, requeue):\n{out}\n{err}"
     second = run(guarded, cwd=tmp_path).stdout.splitlines()[-1]
     assert whole.startswith("digest ") and second == whole
-
-
-def test_watchdogs_runs_from_the_slurm_watchdogs_wheel(dist: Path, tmp_path: Path) -> None:
-    python = venv(tmp_path / "login-env")
-    run([str(python), "-m", "pip", "install", "-q", *map(str, sorted(dist.glob("*.whl")))])
-    watchdogs = str(tmp_path / "login-env" / "bin" / "watchdogs")
-    env = {k: v for k, v in os.environ.items() if k != "WATCHDOGS_CHAIN_SCRIPT"}
-    assert "validate" in run([watchdogs, "--help"], cwd=tmp_path, env=env).stdout
-    assert run([watchdogs, "--version"], cwd=tmp_path, env=env).stdout == \
-        f"watchdogs {__version__} (trainguard {__version__})\n"
-    script = run([str(python), "-c", "from watchdogs.scheduler.chain import default_script; "
-                  "print(default_script({}))"], cwd=tmp_path, env=env).stdout.strip()
-    assert script.startswith(str(tmp_path / "login-env")) and Path(script).is_file()
-    assert Path(script).read_bytes() == (ROOT / "slurm" / "cron-scheduler.slurm").read_bytes()
 
 
 def test_the_trainguard_distribution_carries_the_repositorys_licence() -> None:

@@ -4,7 +4,8 @@ the checkout (its tracked files only, as a clone has them) on the dev cluster, a
 every command after `make install` runs as shown (with this venv's `watchdogs` for
 `.venv/bin/watchdogs`), and each ends as a new user expects: the copied example validates,
 `doctor` finds nothing wrong here or on a compute node, `run --once` and `status` report
-the example's training as gone (it does not run here), and `start` starts the chain.
+the example's training as gone (it does not run here) and run none of the example drop-ins
+(they are off until copied out of cron.d/examples/), and `start` starts the chain.
 The chain is stopped at the end."""
 from __future__ import annotations
 
@@ -93,8 +94,11 @@ def test_the_five_minute_path_works_word_for_word_on_a_fresh_clone(clone: Path) 
     run = next(out for step, out in said.items() if " run " in step)
     assert re.search(r"CRITICAL train-7b: gone: no job with name 'train-7b'", run), run
     assert "will retry" not in run, run  # every channel of the example delivers at once
+    # The checkout's example drop-ins are off (cron.d/examples/): none runs, none submits a job.
+    assert not re.search(r"cron\.(hourly|daily|weekly)/|node-report|submitted job", run), run
     assert (clone / "watchdogs-alerts.log").read_text().count("WATCHDOGS CRITICAL train-7b") >= 1
     started = next(out for step, out in said.items() if " start " in step)
     assert re.search(r"submitted watchdogs-cron as job \d+", started), started
     status = said[steps[-1]]
     assert status.startswith("WATCHDOGS CRITICAL: 1 open alert (1 CRITICAL)"), status
+    assert not re.search(r"cron\.(hourly|daily|weekly)/", status), status
