@@ -43,16 +43,12 @@ def status(args: argparse.Namespace) -> CommandResult:
     state_dir = config.scheduler.state_dir
     # The view is looked at before anything opens it: a FIFO there would hang SQLite, and an
     # empty or cut-off file would read as "nothing recorded" (docs/state.md, "The view").
-    problem = snapshot.inspect(state_dir / snapshot.VIEW_NAME)
+    problem = snapshot.problem_of(state_dir)
     store = None if problem is not None else reader(state_dir)
     try:
-        if problem is None and isinstance(store, snapshot.ViewStore):
-            problem = snapshot.whole(store)
-            if problem is not None:
-                store.close()
-                store = None
         now = time.time()
-        data = gather(config, store, load_group(CHECKS_GROUP), now, run_slurm)
+        data = gather(config, store, load_group(CHECKS_GROUP), now, run_slurm,
+                      unread=None if problem is None else problem.words)
         data["view"] = view_info(store, now)
         data["alerts"] = _alerts(store, now)
     finally:

@@ -70,7 +70,7 @@ def home_period(mode: str | None, tick: float) -> float:
 
 
 def judge(config: Config, instance: Mapping[str, Any] | None, jobs: dict[str, dict[str, str]] | None,
-          slurm_error: str | None, now: float) -> watching.Watching:
+          slurm_error: str | None, now: float, unread: str | None = None) -> watching.Watching:
     """watchdogs.state.watching.judge with what status found: the latest instance, the
     chain's jobs (all of this user's jobs with the chain's name, finished ones included),
     and the stop file's age."""
@@ -86,7 +86,7 @@ def judge(config: Config, instance: Mapping[str, Any] | None, jobs: dict[str, di
     period = home_period(latest.mode if latest else None, config.scheduler.tick)
     return watching.judge(latest, chain, now, period, config.scheduler.heartbeat_stale,
                           stopped_since=stopped, slurm_error=slurm_error,
-                          warn_before=_warn_before(config))
+                          warn_before=_warn_before(config), unread=unread)
 
 
 def _warn_before(config: Config) -> float:
@@ -95,9 +95,10 @@ def _warn_before(config: Config) -> float:
 
 
 def gather(config: Config, store: StateStore | None, registry: Registry, now: float, runner: SlurmRunner,
-           env: Mapping[str, str] | None = None, uid: int | None = None) -> dict[str, Any]:
+           env: Mapping[str, str] | None = None, uid: int | None = None, unread: str | None = None
+           ) -> dict[str, Any]:
     """`store`: the state as this process may read it (the view the scheduler publishes),
-    None when nothing was recorded."""
+    None when nothing was recorded, or when it cannot be read (`unread` says why)."""
     recorded = store is not None and _has(store, "sched_instances")
     records = Records(store) if recorded and store is not None else None
     try:
@@ -120,7 +121,7 @@ def gather(config: Config, store: StateStore | None, registry: Registry, now: fl
         listed.append(_item(item.id, item.kind, item.schedule.describe(), row, jobs,
                             None if stopped or stopping else _next_run(item, row, scheduler["running"], now)))
     asked = None if slurm_error else jobs
-    scheduler["watching"] = judge(config, scheduler["instance"], asked, slurm_error, now)
+    scheduler["watching"] = judge(config, scheduler["instance"], asked, slurm_error, now, unread)
     return {"now": now, "scheduler": scheduler, "items": sorted(listed, key=lambda i: i["item"]),
             "refused": [{"path": r.path, "reason": r.reason} for r in refused],
             "stop_file": str(config.scheduler.stop_file) if config.scheduler.stop_file.exists() else None,

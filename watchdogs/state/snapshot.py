@@ -262,3 +262,17 @@ def whole(view: ViewStore) -> ViewProblem | None:
     except (sqlite3.Error, StateUnavailable) as exc:
         return ViewProblem(view.path, "damaged", f"the state view {view.path} cannot be read ({exc})")
     return None
+
+
+def problem_of(state_dir: Path) -> ViewProblem | None:
+    """What is wrong with the view of `state_dir` (`inspect`, then `whole`); None when it
+    is fine or there is none. Never blocks, never writes."""
+    path = Path(state_dir) / VIEW_NAME
+    found = inspect(path)
+    if found is not None or not os.path.lexists(path):
+        return found
+    view = ViewStore(path)
+    try:
+        return whole(view)
+    finally:
+        view.close()

@@ -134,12 +134,13 @@ def describe_job(job: ChainJob) -> str:
 
 def judge(latest: Instance | None, jobs: Sequence[ChainJob] | None, now: float, period: float,
           stale_after: float, stopped_since: float | None = None, slurm_error: str | None = None,
-          warn_before: float = WARN_BEFORE_S) -> Watching:
+          warn_before: float = WARN_BEFORE_S, unread: str | None = None) -> Watching:
     """Pure. `jobs`: the chain's jobs (finished ones the controller remembers may be among
     them), None when Slurm was not asked (the status page) or could not answer
     (`slurm_error` says why). `period`: the tick of a chain or foreground scheduler, the
     home's period for a periodic home. `stopped_since`: when `watchdogs stop` made the stop
-    file, None when there is none."""
+    file, None when there is none. `unread`: why the state could not be read (then `latest`
+    is None because it is not known, not because nothing ran)."""
     limit = late_after(period, stale_after)
     by_id = {j.job_id: j for j in jobs or ()}
     own = by_id.get(latest.job_id or "") if latest else None
@@ -161,7 +162,7 @@ def judge(latest: Instance | None, jobs: Sequence[ChainJob] | None, now: float, 
         if age > limit:
             return _not_ticking(latest, own, age, period, stale_after, limit)
         return _watching(latest, own, others, now, limit, warn_before)
-    return _nobody(latest, gone, own, others, jobs is None, slurm_error, now, period, limit)
+    return _nobody(latest, gone, own, others, jobs is None, slurm_error, now, limit, unread)
 
 
 def _gone_in_slurm(latest: Instance | None, own: ChainJob | None, jobs: Sequence[ChainJob] | None) -> bool:
@@ -221,7 +222,7 @@ def _not_ticking(latest: Instance, own: ChainJob | None, age: float, period: flo
 
 
 def _nobody(latest: Instance | None, gone: bool, own: ChainJob | None, others: Sequence[ChainJob],
-            unasked: bool, slurm_error: str | None, now: float, period: float, limit: float) -> Watching:
+            unasked: bool, slurm_error: str | None, now: float, limit: float, unread: str | None) -> Watching:
     """No instance ticks: someone is about to (a chain job runs and has not ticked yet), or
     nobody is (blind)."""
     running = sorted((j for j in others if j.state in LIVE), key=lambda j: j.start or 0.0)
@@ -239,8 +240,11 @@ def _nobody(latest: Instance | None, gone: bool, own: ChainJob | None, others: S
                         "not ticked: it cannot take over the state (see its log in the state folder's "
                         "scheduler/)", since=began, limit=limit)
     queued = sorted((j for j in others if j.state == "PENDING"), key=lambda j: j.start or float("inf"))
-    asked = ("Slurm could not be asked whether a successor is queued"
-             + (f" ({slurm_error})" if slurm_error else "") if unasked else "")
+    # The Slurm error itself is on status's Slurm line; here only what it leaves unknown.
+    asked = "Slurm could not be asked whether a successor is queued" if unasked else ""
+    if latest is None and unread is not None:
+        return Watching("unknown", Status.UNKNOWN, "scheduler unknown (its state cannot be read)",
+                        f"cannot tell whether an instance ticks: {unread}", limit=limit)
     if latest is None:
         if queued:
             job = queued[0]
@@ -249,7 +253,7 @@ def _nobody(latest: Instance | None, gone: bool, own: ChainJob | None, others: S
             return _blind(since, why, now, limit)
         why = "no scheduler has ever run here and none is queued: run `watchdogs start`"
         if unasked:
-            why = f"no scheduler has run here ({asked}): run `watchdogs start`"
+            why = f"no scheduler has run here: run `watchdogs start` ({asked})"
         return Watching("never started", Status.CRITICAL, "scheduler never started: nothing watches",
                         f"NOT WATCHING: {why}", limit=limit)
     since = latest.last_seen if gone or latest.ended is None else latest.ended
