@@ -108,7 +108,8 @@ def test_a_view_that_is_empty_damaged_or_special_never_reads_as_ok(recorded: Sit
     status = run(recorded, "status")
     first = status.stdout.splitlines()[0]
     assert status.returncode == code, status.stdout + status.stderr
-    assert first.startswith(("WATCHDOGS UNKNOWN: ", "WATCHDOGS CRITICAL: ")) and "state view unusable" in first
+    assert first.startswith(("WATCHDOGS UNKNOWN: ", "WATCHDOGS CRITICAL: "))
+    assert "state view unusable" in first
     assert words in first and "Traceback" not in status.stderr
     assert "0 open alerts" not in first  # not known: not said
     alerts = run(recorded, "alerts")
