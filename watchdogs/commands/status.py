@@ -192,7 +192,8 @@ def _scheduler_lines(s: dict[str, Any], watching: Watching, now: float) -> list[
     slurm = f"{s['job_name']} jobs: {chain}"
     if s["slurm_error"]:
         slurm = f"Slurm: cannot ask ({s['slurm_error']})"
-    loud = "" if watching.status is Status.OK else "!!! "
+    # `watchdogs stop` was someone's choice: said plainly, not as an alarm (still WARNING).
+    loud = "" if watching.status is Status.OK or watching.state in ("stopped", "stopping") else "!!! "
     if watching.state in ("watching", "goes blind") and inst is not None:
         where = f"job {inst['job_id']}" if inst["job_id"] else f"pid {inst['pid']}"
         state = f" ({s['job_state']})" if s["job_state"] else ""
