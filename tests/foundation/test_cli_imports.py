@@ -384,5 +384,5 @@ def test_status_and_validate_leave_without_the_interpreters_teardown_when_run_as
         # Exit 2: no scheduler ever ran here, so nothing watches, and status no longer says OK
         # for that (issue 34); the whole table is still flushed.
         assert "train-hung" in proc.stdout
-        assert proc.returncode == 0 if finalised else 2  # in-process: main() returned it ("returned 2")
+        assert proc.returncode == (0 if finalised else 2)  # in-process: main() returned it ("returned 2")
         assert not (tmp_path / "state" / "state.sqlite3-wal").exists()  # closed, checkpointed
