@@ -241,7 +241,8 @@ def _nobody(latest: Instance | None, gone: bool, own: ChainJob | None, others: S
                         "scheduler/)", since=began, limit=limit)
     queued = sorted((j for j in others if j.state == "PENDING"), key=lambda j: j.start or float("inf"))
     # The Slurm error itself is on status's Slurm line; here only what it leaves unknown.
-    asked = "Slurm could not be asked whether a successor is queued" if unasked else ""
+    asked = ("" if not unasked else "Slurm could not be asked whether a successor is queued" if slurm_error
+             else "Slurm was not asked whether a successor is queued (`watchdogs status` asks)")
     if latest is None and unread is not None:
         return Watching("unknown", Status.UNKNOWN, "scheduler unknown (its state cannot be read)",
                         f"cannot tell whether an instance ticks: {unread}", limit=limit)
