@@ -4,7 +4,9 @@ result and next run, and refused drop-ins.
 It reads the view the scheduler publishes each tick (docs/state.md), never the live
 database, so it answers from any host and on a full disk, and says how old its view is.
 Nagios contract: the first line is the summary with perfdata after `|`; the exit code is
-the worst open alert (0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN), and 2 for a stale heartbeat."""
+the worst finding (0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN). OK is earned (report/verdict.py):
+someone watches (state/watching.py: not blind, ticking, not stopped), the view is whole,
+the outbox empties, and no alert is open."""
 from __future__ import annotations
 
 import argparse
