@@ -23,8 +23,10 @@ def job(job_id: str, state: str, reason: str = "", start: float | None = None, e
     return ChainJob(job_id, state, reason, start, end, submitted, "")
 
 
-def see(latest: Instance | None, jobs: list[ChainJob] | None, **kw: object) -> Watching:
-    return judge(latest, jobs, NOW, kw.pop("period", TICK), kw.pop("stale", STALE), **kw)  # type: ignore[arg-type]
+def see(latest: Instance | None, jobs: list[ChainJob] | None, period: float = TICK, stale: float = STALE,
+        stopped_since: float | None = None, slurm_error: str | None = None, unread: str | None = None) -> Watching:
+    return judge(latest, jobs, NOW, period, stale, stopped_since=stopped_since, slurm_error=slurm_error,
+                 unread=unread)
 
 
 def test_an_instance_that_ticked_within_its_period_is_watching_and_ok() -> None:
