@@ -24,7 +24,8 @@ def job(job_id: str, state: str, reason: str = "", start: float | None = None, e
 
 
 def see(latest: Instance | None, jobs: list[ChainJob] | None, period: float = TICK, stale: float = STALE,
-        stopped_since: float | None = None, slurm_error: str | None = None, unread: str | None = None) -> Watching:
+        stopped_since: float | None = None, slurm_error: str | None = None,
+        unread: str | None = None) -> Watching:
     return judge(latest, jobs, NOW, period, stale, stopped_since=stopped_since, slurm_error=slurm_error,
                  unread=unread)
 
