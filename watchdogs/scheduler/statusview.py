@@ -78,7 +78,11 @@ def judge(config: Config, instance: Mapping[str, Any] | None, jobs: dict[str, di
         instance["job_id"], str(instance["mode"] or "chain"), str(instance["host"] or "?"), instance["pid"],
         float(instance["started"]), instance["heartbeat"], instance["ended"], instance["reason"])
     name = config.scheduler.job_name
-    chain = None if jobs is None else [chain_job(j, info) for j, info in jobs.items() if info["name"] == name]
+    # The instance's own job whatever its name: a foreground `watchdogs run` inside an
+    # allocation records that job's id, and its job is how Slurm says it still runs.
+    own = latest.job_id if latest is not None else None
+    chain = None if jobs is None else [chain_job(j, info) for j, info in jobs.items()
+                                       if info["name"] == name or j == own]
     try:
         stopped: float | None = os.stat(config.scheduler.stop_file).st_mtime
     except OSError:
