@@ -63,7 +63,9 @@ def status(args: argparse.Namespace) -> CommandResult:
     watching = data["scheduler"]["watching"]
     alerts = data.get("alerts") or {}
     working = [n.name for n in config.notifiers if n.enabled and n.name not in data["disabled_channels"]]
-    by_status = alerts.get("by_status") if alerts else ({} if store is None and problem is None else None)
+    # No alert tables (nothing recorded, or a database from before them): no alert is open.
+    # An unusable view: not known (its finding says why).
+    by_status = alerts.get("by_status", {}) if problem is None else None
     period = home_period(watching_mode(data), config.scheduler.tick)
     found = verdict(watching, problem, by_status, alerts.get("waiting", ()), working, now, period)
     code, summary = _CODES[found.status.name], _summary(found, data, watching)
