@@ -71,6 +71,8 @@ STATUS_MODULES = {
     "watchdogs.alerts", "watchdogs.alerts.channels",
     # status reads the view the scheduler publishes (docs/state.md)
     "watchdogs.scheduler.changes", "watchdogs.state.snapshot",
+    # status earns its OK (issues 34, 35): who watches, and the verdict it shares with the page
+    "watchdogs.state.watching", "watchdogs.report", "watchdogs.report.verdict",
 }
 VALIDATE_MODULES = STATUS_MODULES - {
     "watchdogs.commands.status", "watchdogs.scheduler", "watchdogs.scheduler.items",
@@ -80,6 +82,7 @@ VALIDATE_MODULES = STATUS_MODULES - {
     "watchdogs.state.store", "watchdogs.alerts", "watchdogs.alerts.channels",
     "watchdogs.alerts.schema", "watchdogs.schedules", "watchdogs.scheduler.changes",
     "watchdogs.state.snapshot", "watchdogs.procs",
+    "watchdogs.state.watching", "watchdogs.report", "watchdogs.report.verdict",
     # validate checks that every user and @group a `users` names exists (pwd/grp only).
 } | {"watchdogs.commands.validate", "watchdogs.slurmctl.users"}
 
@@ -378,5 +381,8 @@ def test_status_and_validate_leave_without_the_interpreters_teardown_when_run_as
     assert ("finalised" in proc.stdout) is finalised
     assert ("returned" in proc.stdout) is finalised
     if argv[-1] == "status":
-        assert "train-hung" in proc.stdout and proc.returncode == 0  # the whole table, flushed
+        # Exit 2: no scheduler ever ran here, so nothing watches, and status no longer says OK
+        # for that (issue 34); the whole table is still flushed.
+        assert "train-hung" in proc.stdout
+        assert proc.returncode == (0 if finalised else 2)  # in-process: main() returned it ("returned 2")
         assert not (tmp_path / "state" / "state.sqlite3-wal").exists()  # closed, checkpointed

@@ -13,6 +13,7 @@ from watchdogs.alerts import health, outbox, records, silences
 from watchdogs.commands.base import CommandResult, channel_secrets, config_from_args
 from watchdogs.commands.silence import has_table, open_store, when
 from watchdogs.result import Status
+from watchdogs.state import snapshot
 from watchdogs.textsafe import one_line
 
 
@@ -149,9 +150,23 @@ def _history_line(h: dict[str, Any]) -> str:
     return line + (f" [silenced by {h['silenced_by']}]" if h["silenced_by"] else "")
 
 
+UNREADABLE = 3
+"""The exit code when the state view cannot be read: the open alerts are not known."""
+
+
 def show_alerts(args: argparse.Namespace) -> CommandResult:
-    store, _, _ = open_store(args)
+    store, _, config = open_store(args)
     now = time.time()
+    # Never "no open alerts" from a view that cannot be read (empty, cut off, a FIFO): that
+    # is not known, and saying so is the truth (docs/state.md, "The view").
+    problem = snapshot.problem_of(config.scheduler.state_dir)
+    if problem is not None:
+        if store is not None:
+            store.close()
+        return CommandResult(f"Open alerts UNKNOWN: state view unusable: {problem.words}",
+                             {"open": None, "pending": None, "failing_channels": None,
+                              "problem": {"kind": problem.kind, "words": problem.words}},
+                             exit_code=UNREADABLE)
     if store is None or not has_table(store, "alert_state"):
         data: dict[str, Any] = {"open": [], "pending": [], "failing_channels": []}
         return CommandResult("No open alerts (nothing was recorded here yet).", data)

@@ -4,7 +4,9 @@ result and next run, and refused drop-ins.
 It reads the view the scheduler publishes each tick (docs/state.md), never the live
 database, so it answers from any host and on a full disk, and says how old its view is.
 Nagios contract: the first line is the summary with perfdata after `|`; the exit code is
-the worst open alert (0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN), and 2 for a stale heartbeat."""
+the worst finding (0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN). OK is earned (report/verdict.py):
+someone watches (state/watching.py: not blind, ticking, not stopped), the view is whole,
+the outbox empties, and no alert is open."""
 from __future__ import annotations
 
 import argparse
@@ -13,15 +15,18 @@ import sqlite3
 import time
 from typing import Any
 
-from watchdogs import units
 from watchdogs.commands.base import CommandResult
 from watchdogs.config import Config, find_config_path, load_config
 from watchdogs.errors import ConfigProblem
 from watchdogs.plugins import CHECKS_GROUP, load_group
+from watchdogs.report.verdict import Verdict, Waiting, verdict
+from watchdogs.result import Status
 from watchdogs.scheduler.changes import reader
-from watchdogs.scheduler.statusview import ago, gather, view_info
+from watchdogs.scheduler.statusview import ago, gather, home_period, view_info
 from watchdogs.slurmctl.runner import run_slurm
+from watchdogs.state import snapshot
 from watchdogs.state.store import StateStore
+from watchdogs.state.watching import Watching
 from watchdogs.textsafe import one_line
 
 LOG = logging.getLogger("watchdogs.status")
@@ -37,65 +42,90 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def status(args: argparse.Namespace) -> CommandResult:
     set_aside: dict[str, list[ConfigProblem]] = {}
     config = load_config(find_config_path(getattr(args, "config", None)), broken_channels=set_aside)
-    store = reader(config.scheduler.state_dir)
+    state_dir = config.scheduler.state_dir
+    # The view is looked at before anything opens it: a FIFO there would hang SQLite, and an
+    # empty or cut-off file would read as "nothing recorded" (docs/state.md, "The view").
+    problem = snapshot.problem_of(state_dir)
+    store = None if problem is not None else reader(state_dir)
     try:
         now = time.time()
-        data = gather(config, store, load_group(CHECKS_GROUP), now, run_slurm)
+        data = gather(config, store, load_group(CHECKS_GROUP), now, run_slurm,
+                      unread=None if problem is None else problem.words)
         data["view"] = view_info(store, now)
-        data["alerts"] = _alerts(store)
+        data["alerts"] = _alerts(store, now)
     finally:
         if store is not None:
             store.close()  # now, not at exit: the CLI may leave without the interpreter's teardown
+    data["view"]["problem"] = None if problem is None else {"kind": problem.kind, "words": problem.words}
     data["disabled_channels"], hidden = _disabled(config, set_aside)
-    page = config.scheduler.state_dir / PAGE
+    page = state_dir / PAGE
     data["report"] = str(page) if page.exists() else None
-    code, summary = _verdict(data)
+    watching = data["scheduler"]["watching"]
+    alerts = data.get("alerts") or {}
+    working = [n.name for n in config.notifiers if n.enabled and n.name not in data["disabled_channels"]]
+    # No alert tables (nothing recorded, or a database from before them): no alert is open.
+    # An unusable view: not known (its finding says why).
+    by_status = alerts.get("by_status", {}) if problem is None else None
+    period = home_period(watching_mode(data), config.scheduler.tick)
+    found = verdict(watching, problem, by_status, alerts.get("waiting", ()), working, now, period)
+    code, summary = _CODES[found.status.name], _summary(found, data, watching)
+    data["scheduler"]["watching"] = _watching_data(watching, now)
+    data["findings"] = [{"code": f.code, "status": f.status.name, "words": f.words} for f in found.findings]
     data["exit_code"] = code
-    text = summary + "\n" + render(data, config.scheduler.heartbeat_stale)
+    alerts.pop("waiting", None)
+    text = summary + "\n" + render(data, config.scheduler.heartbeat_stale, watching, found)
     return CommandResult(text, data, exit_code=code, hidden=hidden)
 
 
 _CODES = {"OK": 0, "WARNING": 1, "CRITICAL": 2, "UNKNOWN": 3}
-_RANK = {"OK": 0, "WARNING": 1, "UNKNOWN": 2, "CRITICAL": 3}
 
 
-def _verdict(data: dict[str, Any]) -> tuple[int, str]:
-    """The Nagios line: the worst open alert (a stale heartbeat counts as CRITICAL)."""
+def watching_mode(data: dict[str, Any]) -> str | None:
+    instance = data["scheduler"]["instance"]
+    return None if instance is None else instance.get("mode")
+
+
+def _summary(found: Verdict, data: dict[str, Any], watching: Watching) -> str:
+    """The Nagios line: every finding, worst first, and the perfdata after `|`."""
     alerts = data.get("alerts") or {}
     by = alerts.get("by_status", {})
-    worst = max(by, key=lambda k: _RANK.get(k, 2), default="OK")
-    sched = data["scheduler"]
-    if sched["stale"]:
-        worst = "CRITICAL"
-    where = ("heartbeat STALE" if sched["stale"] else "stopped" if sched.get("stopped") else
-             "stopping" if sched.get("stopping") else
-             "running" if sched["running"] else "not running")
-    opened = sum(by.values())
-    counts = ", ".join(f"{n} {k}" for k, n in sorted(by.items(), key=lambda kv: -_RANK.get(kv[0], 2)))
     age = data["view"].get("age")
-    perf = (f"open={opened} critical={by.get('CRITICAL', 0)} warning={by.get('WARNING', 0)} "
+    latest = data["scheduler"]["instance"]
+    tick_age = data["now"] - float(latest["heartbeat"] or latest["started"]) if latest else None
+    perf = (f"open={sum(by.values())} critical={by.get('CRITICAL', 0)} warning={by.get('WARNING', 0)} "
             f"unknown={by.get('UNKNOWN', 0)} outbox={alerts.get('outbox_pending', 0)}"
-            + (f" view_age={age:.0f}s" if age is not None else ""))
-    text = (f"WATCHDOGS {worst}: {opened} open alert{'s' if opened != 1 else ''}"
-            + (f" ({counts})" if counts else "") + f"; scheduler {where} | {perf}")
-    return _CODES.get(worst, 3), text
+            + (f" view_age={age:.0f}s" if age is not None else "")
+            + (f" tick_age={tick_age:.0f}s" if tick_age is not None else "")
+            + f" blind={watching.blind_for(data['now']):.0f}s"
+            + f" oldest_outbox={alerts.get('oldest_outbox') or 0:.0f}s"
+            + f" view_ok={0 if data['view'].get('problem') else 1}")
+    return f"WATCHDOGS {found.status.name}: {found.summary} | {perf}"
 
 
-def _alerts(store: StateStore | None) -> dict[str, Any] | None:
+def _watching_data(watching: Watching, now: float) -> dict[str, Any]:
+    return {"state": watching.state, "status": watching.status.name, "why": watching.why,
+            "since": watching.since, "until": watching.until, "blind_for": watching.blind_for(now),
+            "late_after": watching.limit}
+
+
+def _alerts(store: StateStore | None, now: float) -> dict[str, Any] | None:
     if store is None:
         return None
     try:
         db = store.connection()
         by = {str(r[0]): int(r[1]) for r in db.execute(
             "SELECT status, COUNT(*) FROM alert_state WHERE notified != 'OK' GROUP BY status")}
-        pending = db.execute("SELECT COUNT(*) FROM outbox WHERE delivered IS NULL").fetchone()[0]
+        waiting = [Waiting(str(r[0]), float(r[1]), int(r[2]), r[3]) for r in db.execute(
+            "SELECT channel, created, attempts, last_error FROM outbox WHERE delivered IS NULL"
+            " ORDER BY created")]
         failing = [r[0] for r in db.execute(
             "SELECT channel FROM channel_health WHERE failing_since IS NOT NULL")]
-    except sqlite3.Error as exc:  # no alert tables yet, or an unreadable page: the schedule still shows
+    except sqlite3.Error as exc:  # a database from before views (legacy) without alert tables
         LOG.debug("no alert summary: %s", exc)
         return None
-    return {"open_alerts": sum(by.values()), "by_status": by, "outbox_pending": pending,
-            "failing_channels": failing}
+    oldest = now - waiting[0].created if waiting else None
+    return {"open_alerts": sum(by.values()), "by_status": by, "outbox_pending": len(waiting),
+            "failing_channels": failing, "waiting": waiting, "oldest_outbox": oldest}
 
 
 def _disabled(config: Config, set_aside: dict[str, list[ConfigProblem]]
@@ -116,13 +146,13 @@ def _disabled(config: Config, set_aside: dict[str, list[ConfigProblem]]
         quiet.setLevel(level)
 
 
-def render(data: dict[str, Any], stale_after: float) -> str:
+def render(data: dict[str, Any], stale_after: float, watching: Watching, found: Verdict) -> str:
     now = data["now"]
-    lines = _scheduler_lines(data["scheduler"], now, stale_after)
+    lines = _scheduler_lines(data["scheduler"], watching, now)
     lines += _view_lines(data.get("view") or {})
     for name, reasons in sorted(data.get("disabled_channels", {}).items()):
         lines.append(f"channel    !!! {name} DISABLED (alerts for it go nowhere): {'; '.join(reasons)}")
-    if data["stop_file"] and not data["scheduler"].get("stopped") and not data["scheduler"].get("stopping"):
+    if data["stop_file"] and watching.state not in ("stopped", "stopping"):
         lines.append(f"stop file  {data['stop_file']} exists: the chain stays stopped "
                      "(`watchdogs start` removes it)")
     if data.get("alerts"):
@@ -130,6 +160,7 @@ def render(data: dict[str, Any], stale_after: float) -> str:
         failing = f", failing channels: {', '.join(a['failing_channels'])}" if a["failing_channels"] else ""
         lines.append(f"alerts     {a['open_alerts']} open, {a['outbox_pending']} waiting in the outbox"
                      + failing)
+    lines += [f"outbox     !!! {f.words}" for f in found.findings if f.code == "outbox"]
     lines.append("")
     lines += _item_table(data["items"], now)
     if data["refused"]:
@@ -146,7 +177,9 @@ def render(data: dict[str, Any], stale_after: float) -> str:
 
 def _view_lines(view: dict[str, Any]) -> list[str]:
     lines = []
-    if view.get("source") == "view":
+    if view.get("problem"):
+        lines.append(f"state      !!! {view['problem']['words']}")
+    elif view.get("source") == "view":
         lines.append(f"state      as of {ago(view['age'])}: written by the {view['writer']} "
                      f"on {view['host']}")
     locks = view.get("locks") or {}
@@ -155,7 +188,7 @@ def _view_lines(view: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _scheduler_lines(s: dict[str, Any], now: float, stale_after: float) -> list[str]:
+def _scheduler_lines(s: dict[str, Any], watching: Watching, now: float) -> list[str]:
     inst = s["instance"]
     chain = ", ".join(f"job {j['job_id']} {j['state']}"
                       + (f" ({j['reason']})" if j["state"] == "PENDING" else "")
@@ -163,27 +196,22 @@ def _scheduler_lines(s: dict[str, Any], now: float, stale_after: float) -> list[
     slurm = f"{s['job_name']} jobs: {chain}"
     if s["slurm_error"]:
         slurm = f"Slurm: cannot ask ({s['slurm_error']})"
-    if s.get("stopped"):
-        return ["scheduler  STOPPED by `watchdogs stop`: no instance runs and no run is coming "
-                "(`watchdogs start` resumes the chain)", f"           {slurm}"]
-    if inst is None:
-        return ["scheduler  has never run here", f"           {slurm}"]
-    where = f"job {inst['job_id']}" if inst["job_id"] else f"pid {inst['pid']}"
-    state = f" ({s['job_state']})" if s["job_state"] else ""
-    if s["stale"]:
-        head = (f"scheduler  !!! HEARTBEAT STALE: last beat {ago(s['heartbeat_age'])} (limit "
-                f"{units.format_duration(stale_after)}): {where}{state} on {inst['host']} is NOT running. "
-                "See its log, `squeue`, then `watchdogs start`.")
-    elif s.get("stopping"):
-        head = (f"scheduler  STOPPING (`watchdogs stop`): {where}{state} on {inst['host']} ends at its next "
-                "tick; no successor and no run is coming (`watchdogs start` resumes the chain)")
-    elif s["running"]:
-        head = (f"scheduler  running: {where}{state} on {inst['host']} since {ago(now - inst['started'])}; "
-                f"heartbeat {ago(s['heartbeat_age'])}")
-    else:
-        head = (f"scheduler  not running: last instance ({where}) ended {ago(now - inst['ended'])}: "
-                f"{inst['reason']}")
-    return [head, f"           {slurm}"]
+    # `watchdogs stop` was someone's choice: said plainly, not as an alarm (still WARNING).
+    loud = "" if watching.status is Status.OK or watching.state in ("stopped", "stopping") else "!!! "
+    if watching.state in ("watching", "goes blind") and inst is not None:
+        where = f"job {inst['job_id']}" if inst["job_id"] else f"pid {inst['pid']}"
+        state = f" ({s['job_state']})" if s["job_state"] else ""
+        head = [f"scheduler  running: {where}{state} on {inst['host']} since {ago(now - inst['started'])}; "
+                f"heartbeat {ago(now - float(inst['heartbeat'] or inst['started']))}"]
+        if watching.state == "goes blind":
+            head.append(f"           !!! {watching.why}")
+        return [*head, f"           {slurm}"]
+    head = [f"scheduler  {loud}{watching.why}"]
+    if inst is not None and watching.state == "blind" and inst["ended"] is not None:
+        where = f"job {inst['job_id']}" if inst["job_id"] else f"pid {inst['pid']}"
+        head.append(f"           not running: last instance ({where}) ended {ago(now - inst['ended'])}: "
+                    f"{inst['reason']}")
+    return [*head, f"           {slurm}"]
 
 
 def _item_table(items: list[dict[str, Any]], now: float) -> list[str]:

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 from watchdogs.alerts.silences import Silence
 from watchdogs.report import story
 from watchdogs.report.forecastline import ForecastLine, forecast_line
+from watchdogs.report.verdict import Verdict, Waiting, verdict
+from watchdogs.state import watching
 
 if TYPE_CHECKING:
     from watchdogs.config.model import Config
@@ -150,6 +152,10 @@ class Report:
     channels: tuple[Channel, ...]
     outbox_pending: int
     missing: tuple[str, ...]
+    watching: watching.Watching | None = None
+    """Who watches (watchdogs.state.watching), judged without asking Slurm."""
+    valid_until: float | None = None
+    """After this the page is older than the watchdog's last promise: it may be blind."""
 
 
 MISSING = (
@@ -183,8 +189,18 @@ def gather(config: Config, store: StateStore, now: float) -> Report:
     open_alerts = tuple(OpenAlert(r["item"], r["notified"], r["summary"], r["since"], r["acked_at"],
                                   r["acked_by"], bool(r["muted"]))
                         for r in _rows(db, "SELECT * FROM alert_state WHERE notified != 'OK' ORDER BY since"))
-    pending = _rows(db, "SELECT COUNT(*) FROM outbox WHERE delivered IS NULL")
-    fine, headline = _headline(items, open_alerts, stale, live is not None)
+    waiting = [Waiting(str(r[0]), float(r[1]), int(r[2]), r[3]) for r in _rows(
+        db, "SELECT channel, created, attempts, last_error FROM outbox WHERE delivered IS NULL"
+            " ORDER BY created")]
+    watched = _watching(config, instances[0] if instances else None, now)
+    by_status: dict[str, int] = {}
+    for a in open_alerts:
+        by_status[a.status] = by_status.get(a.status, 0) + 1
+    period = watching_period(config, instances[0] if instances else None)
+    found = verdict(watched, None, by_status, waiting, [n.name for n in config.notifiers if n.enabled], now,
+                    period)
+    fine, headline = _headline(items, found)
+    last = instances[0].heartbeat or instances[0].started if instances else None
     disks = tuple(_disk(db, c.name, str(c.options.get("path", "")), now)
                   for c in config.checks if c.enabled and c.type == "disk")
     nodes = tuple(_nodes(store, db, c.name, next((i for i in items if i.item == c.name), None), since)
@@ -199,7 +215,30 @@ def gather(config: Config, store: StateStore, now: float) -> Report:
         instances=instances, heartbeat_age=age, stale=stale,
         channels=tuple(Channel(r["channel"], r["failing_since"], r["last_error"], r["last_ok"])
                        for r in _rows(db, "SELECT * FROM channel_health ORDER BY channel")),
-        outbox_pending=int(pending[0][0]) if pending else 0, missing=MISSING)
+        outbox_pending=len(waiting), missing=MISSING, watching=watched,
+        valid_until=None if last is None else last + watched.limit)
+
+
+def watching_period(config: Config, latest: Instance | None) -> float:
+    home = latest.mode if latest is not None else None
+    return max(config.scheduler.tick, 60.0) if home in watching.PERIODIC_HOMES else config.scheduler.tick
+
+
+def _watching(config: Config, latest: Instance | None, now: float) -> watching.Watching:
+    """The same judgement as `watchdogs status`, from the state alone: the page asks no
+    Slurm command (so a blind chain reads "Slurm was not asked whether a successor is
+    queued"), but looks whether `watchdogs stop` left its stop file."""
+    import os
+
+    try:
+        stopped: float | None = os.stat(config.scheduler.stop_file).st_mtime
+    except OSError:
+        stopped = None
+    last = None if latest is None else watching.Instance(
+        latest.job_id, latest.mode or "chain", latest.host or "?", None, latest.started, latest.heartbeat,
+        latest.ended, latest.reason)
+    return watching.judge(last, None, now, watching_period(config, latest), config.scheduler.heartbeat_stale,
+                          stopped_since=stopped)
 
 
 def _item(db: sqlite3.Connection, row: sqlite3.Row, kind: str, since: float) -> ItemView:
@@ -226,20 +265,16 @@ def _changes(runs: tuple[Run, ...]) -> tuple[Run, ...]:
     return tuple(found)
 
 
-def _headline(items: list[ItemView], open_alerts: tuple[OpenAlert, ...], stale: bool,
-              running: bool) -> tuple[bool, str]:
+def _headline(items: list[ItemView], found: Verdict) -> tuple[bool, str]:
+    """The page's first line: the same verdict as `watchdogs status` (who watches, the
+    outbox, the open alerts), and which items are not OK."""
     bad = [f"{i.item} {i.last_status}" for i in items if i.last_status not in (None, "OK")]
-    words = []
-    if stale:
-        words.append("the watchdog's heartbeat is STALE: it is not running")
+    words = [f.words for f in found.problems()]
     if bad:
         words.append(f"{len(bad)} not OK: " + ", ".join(bad[:4]) + (" ..." if len(bad) > 4 else ""))
-    if open_alerts:
-        words.append(f"{len(open_alerts)} open alert{'s' if len(open_alerts) != 1 else ''}")
     if words:
         return False, "; ".join(words)
-    where = "the watchdog is running" if running else "no watchdog chain is running (runs by hand only)"
-    return running, f"All fine: {len(items)} checks and drop-ins OK, no open alerts; {where}"
+    return True, f"All fine: {len(items)} checks and drop-ins OK, no open alerts; the watchdog is watching"
 
 
 def _disk(db: sqlite3.Connection, name: str, path: str, now: float) -> DiskView:

@@ -7,6 +7,7 @@ scheduler runs.
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from datetime import datetime, timezone, tzinfo
 from typing import TYPE_CHECKING, Any
@@ -19,6 +20,7 @@ from watchdogs.scheduler.prune import RUNS_DIR
 from watchdogs.scheduler.records import Records
 from watchdogs.schedules import Schedule, first_run
 from watchdogs.slurmctl.runner import SlurmRunner
+from watchdogs.state import watching
 
 if TYPE_CHECKING:
     from watchdogs.config.model import Config
@@ -27,20 +29,80 @@ if TYPE_CHECKING:
 
 
 def my_jobs(runner: SlurmRunner, env: Mapping[str, str] | None = None) -> dict[str, dict[str, str]]:
-    """job id -> {name, state, reason, start}: one squeue call."""
-    reply = runner(["squeue", "--me", "--noheader", "--states=all", "--format=%i|%j|%T|%r|%S"], env=env)
+    """job id -> {name, state, reason, start, end, submitted, comment}: one squeue call.
+    The comment is last and split off whole (the chain's is `watchdogs:<role>:<job>`)."""
+    reply = runner(["squeue", "--me", "--noheader", "--states=all", f"--format={JOB_FORMAT}"], env=env)
     jobs = {}
     for line in reply.stdout.splitlines():
-        parts = line.strip().split("|")
-        if len(parts) == 5:
-            jobs[parts[0]] = dict(zip(("name", "state", "reason", "start"), parts[1:], strict=True))
+        parts = line.strip().split("|", len(JOB_FIELDS))
+        if len(parts) == len(JOB_FIELDS) + 1:
+            jobs[parts[0]] = dict(zip(JOB_FIELDS, parts[1:], strict=True))
     return jobs
 
 
+JOB_FORMAT = "%i|%j|%T|%r|%S|%e|%V|%k"
+JOB_FIELDS = ("name", "state", "reason", "start", "end", "submitted", "comment")
+
+
+def slurm_time(text: str) -> float | None:
+    """A time as squeue prints it (local, no zone); None for N/A, Unknown, NONE."""
+    try:
+        return datetime.fromisoformat(text.strip()).timestamp()
+    except ValueError:
+        return None
+
+
+def _role(comment: str) -> str:
+    parts = comment.split(":")
+    return parts[1] if len(parts) == 3 and parts[0] == "watchdogs" else ""
+
+
+def chain_job(job_id: str, info: Mapping[str, str]) -> watching.ChainJob:
+    return watching.ChainJob(job_id, info["state"], info.get("reason", ""), slurm_time(info.get("start", "")),
+                             slurm_time(info.get("end", "")), slurm_time(info.get("submitted", "")),
+                             _role(info.get("comment", "")))
+
+
+def home_period(mode: str | None, tick: float) -> float:
+    """How often the latest instance's home ticks: the tick for a chain or a foreground
+    scheduler; a periodic home (scrontab, cron, a timer) runs once a minute at best."""
+    return max(tick, 60.0) if mode in watching.PERIODIC_HOMES else tick
+
+
+def judge(config: Config, instance: Mapping[str, Any] | None, jobs: dict[str, dict[str, str]] | None,
+          slurm_error: str | None, now: float, unread: str | None = None) -> watching.Watching:
+    """watchdogs.state.watching.judge with what status found: the latest instance, the
+    chain's jobs (all of this user's jobs with the chain's name, finished ones included),
+    and the stop file's age."""
+    latest = None if instance is None else watching.Instance(
+        instance["job_id"], str(instance["mode"] or "chain"), str(instance["host"] or "?"), instance["pid"],
+        float(instance["started"]), instance["heartbeat"], instance["ended"], instance["reason"])
+    name = config.scheduler.job_name
+    # The instance's own job whatever its name: a foreground `watchdogs run` inside an
+    # allocation records that job's id, and its job is how Slurm says it still runs.
+    own = latest.job_id if latest is not None else None
+    chain = None if jobs is None else [chain_job(j, info) for j, info in jobs.items()
+                                       if info["name"] == name or j == own]
+    try:
+        stopped: float | None = os.stat(config.scheduler.stop_file).st_mtime
+    except OSError:
+        stopped = None
+    period = home_period(latest.mode if latest else None, config.scheduler.tick)
+    return watching.judge(latest, chain, now, period, config.scheduler.heartbeat_stale,
+                          stopped_since=stopped, slurm_error=slurm_error,
+                          warn_before=_warn_before(config), unread=unread)
+
+
+def _warn_before(config: Config) -> float:
+    # `handover_warn` arrives with the overlapping handover (issue 34); until then, its default.
+    return float(getattr(config.scheduler, "handover_warn", watching.WARN_BEFORE_S))
+
+
 def gather(config: Config, store: StateStore | None, registry: Registry, now: float, runner: SlurmRunner,
-           env: Mapping[str, str] | None = None, uid: int | None = None) -> dict[str, Any]:
+           env: Mapping[str, str] | None = None, uid: int | None = None, unread: str | None = None
+           ) -> dict[str, Any]:
     """`store`: the state as this process may read it (the view the scheduler publishes),
-    None when nothing was recorded."""
+    None when nothing was recorded, or when it cannot be read (`unread` says why)."""
     recorded = store is not None and _has(store, "sched_instances")
     records = Records(store) if recorded and store is not None else None
     try:
@@ -62,6 +124,8 @@ def gather(config: Config, store: StateStore | None, registry: Registry, now: fl
         row = rows.get(item.id, {})
         listed.append(_item(item.id, item.kind, item.schedule.describe(), row, jobs,
                             None if stopped or stopping else _next_run(item, row, scheduler["running"], now)))
+    asked = None if slurm_error else jobs
+    scheduler["watching"] = judge(config, scheduler["instance"], asked, slurm_error, now, unread)
     return {"now": now, "scheduler": scheduler, "items": sorted(listed, key=lambda i: i["item"]),
             "refused": [{"path": r.path, "reason": r.reason} for r in refused],
             "stop_file": str(config.scheduler.stop_file) if config.scheduler.stop_file.exists() else None,
