@@ -103,7 +103,8 @@ def _once(args: argparse.Namespace) -> CommandResult:
         sink: ResultSink = QuietSink() if elsewhere else build_sink(config, state.store)
         tell_state(config, state, sink)
         _tell_disabled(config, sink, disabled)
-        report = run_once(config, state.store, sink, load_group(CHECKS_GROUP), due_only=args.due)
+        report = run_once(config, state.store, sink, load_group(CHECKS_GROUP), due_only=args.due,
+                          owns_state=not elsewhere and state.problem is None)
         if state.problem is None and not elsewhere:
             publish_view(state.store, "`watchdogs run --once`")
     except KeyboardInterrupt as exc:
