@@ -21,7 +21,7 @@ def resolved(site: Site) -> list[str]:
 
 
 @pytest.mark.parametrize("mode", ["once", "loop"])
-def test_a_deleted_dropin_has_its_alert_resolved_and_a_queued_silence_is_applied(site: Site, mode: str) -> None:
+def test_a_deleted_dropins_alert_is_resolved_and_a_queued_silence_applied(site: Site, mode: str) -> None:
     failing_site(site)
     assert site.watchdogs("run", "--once").returncode == 2
     assert any("CRITICAL cron.hourly/fire" in line for line in lines(site)), lines(site)

@@ -11,7 +11,13 @@ import pytest
 from watchdogs.commands.doctor.cost import JobRequest, job_request, judge
 from watchdogs.result import Status
 from watchdogs.slurmctl.billing import billing_per_hour
-from watchdogs.slurmctl.partitions import Partition, SelectConfig, parse_config, parse_partitions, parse_weights
+from watchdogs.slurmctl.partitions import (
+    Partition,
+    SelectConfig,
+    parse_config,
+    parse_partitions,
+    parse_weights,
+)
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "slurm" / "partitions"
 CONS_TRES = SelectConfig()
@@ -74,8 +80,8 @@ def test_doctor_on_archer2_names_serial_only_for_a_user_with_its_qos() -> None:
     parts = list(partitions("archer2").values())
     default = judge(parts, CONS_TRES, JobRequest(1, 512, None, "the default partition", qos="serial"),
                     set())
-    assert default.status is Status.WARNING and "partition standard (the default partition): whole node (128" \
-        in default.summary
+    assert default.status is Status.WARNING
+    assert "partition standard (the default partition): whole node (128" in default.summary
     assert "serial (24.0 a day)" in default.fix
     other_qos = judge(parts, CONS_TRES, JobRequest(1, 512, None, "the default partition", qos="standard"),
                       set())
@@ -86,7 +92,8 @@ def test_a_shared_partition_is_ok_and_says_what_it_costs_against_what_is_used() 
     found = judge(list(partitions("lumi").values()), CONS_TRES,
                   JobRequest(1, 512, "small", "SBATCH_PARTITION"), set())
     assert found.status is Status.OK, found
-    assert "1.2 billing units/h = 30.0 a day" in found.summary and "uses about 0.33 core-h a day" in found.summary
+    assert "1.2 billing units/h = 30.0 a day" in found.summary
+    assert "uses about 0.33 core-h a day" in found.summary
 
 
 def test_the_request_comes_from_the_script_and_sbatch_variables_win(tmp_path: Path) -> None:

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import os
 import signal
+import socket
+import time
 from collections.abc import Sequence
 from datetime import datetime, timezone
 
@@ -14,9 +18,12 @@ from watchdogs.config import Config, find_config_path, load_config
 from watchdogs.errors import ConfigProblem, WatchdogsError
 from watchdogs.plugins import CHECKS_GROUP, load_group
 from watchdogs.result import Status
-from watchdogs.scheduler.changes import owned_elsewhere
+from watchdogs.scheduler.changes import chain_state, owned_elsewhere, reader
+from watchdogs.scheduler.deadman import DeadMansSwitch
+from watchdogs.scheduler.home import HOME_KINDS, Turn, take_turn
 from watchdogs.scheduler.instance import run_instance
 from watchdogs.scheduler.once import run_once
+from watchdogs.scheduler.records import Records
 from watchdogs.scheduler.startup import (
     State,
     channel_reasons,
@@ -28,7 +35,7 @@ from watchdogs.scheduler.startup import (
 )
 from watchdogs.scheduler.stopflag import StopFlag
 from watchdogs.sink import ItemOutcome, ResultSink
-from watchdogs.state.store import open_store
+from watchdogs.state.store import StateStore, open_store, state_problem
 from watchdogs.textsafe import one_line
 
 
@@ -43,12 +50,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                       help="run as an instance of the self-perpetuating Slurm job "
                            "(keeps one successor queued; used by slurm/cron-scheduler.slurm)")
     parser.add_argument("--due", action="store_true", help="with --once: only the items that are due")
+    parser.add_argument("--home", choices=HOME_KINDS,
+                        help="with --once: the run a scrontab, crontab or systemd timer home makes each "
+                             "minute (installed by `watchdogs start --home`): skipped while another home "
+                             "or the chain holds the state, recorded as an instance, pings the dead man's "
+                             "switch")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> CommandResult:
     if args.due and not args.once:
         raise WatchdogsError("--due goes with --once")
+    if args.home and not args.once:
+        raise WatchdogsError("--home goes with --once")
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # it logs every job submission
     if args.once:
         return _once(args)
@@ -85,6 +99,42 @@ def _tell_disabled(config: Config, sink: ResultSink, disabled: dict[str, list[st
                      for name in sorted(disabled)], now)
 
 
+def _take_turn(config: Config, kind: str, elsewhere: str | None) -> Turn:
+    if elsewhere:
+        return Turn(None, f"another home holds the state: {elsewhere}; this run is skipped")
+    settings = config.scheduler
+    def alive() -> str | None:
+        view = reader(settings.state_dir)
+        try:
+            chain = chain_state(config, view, time.time())
+        finally:
+            if view is not None:
+                view.close()
+        return chain.where if chain.alive else None
+    return take_turn(settings.state_dir, settings.stop_file, kind, alive())
+
+
+def _begin_home(store: StateStore, kind: str) -> int | None:
+    """The run as an instance of mode KIND: `status` sees which home ticks, and when."""
+    try:
+        return Records(store).begin_instance(time.time(), os.environ.get("SLURM_JOB_ID") or None, kind)
+    except Exception as exc:
+        if state_problem(exc) is None:
+            raise
+        return None
+
+
+def _end_home(store: StateStore, instance: int, kind: str, worst: Status, config: Config) -> None:
+    with contextlib.suppress(Exception):  # the record is for `status`; the run is done either way
+        Records(store).end_instance(instance, time.time(), f"home run ({kind})")
+    settings = config.scheduler
+    switch = DeadMansSwitch(settings.heartbeat_url, suffixes=settings.heartbeat_suffixes,
+                            proxy=settings.heartbeat_proxy)
+    if switch.enabled:
+        switch.alive(f"watchdogs {kind} run on {socket.gethostname()}: worst {worst.name}")
+        switch.wait(10.0)
+
+
 def _once(args: argparse.Namespace) -> CommandResult:
     # As the foreground scheduler does: a [[notify]] table with a problem (a secret file
     # others can read) disables that channel alone, and the other channels are told.
@@ -92,6 +142,12 @@ def _once(args: argparse.Namespace) -> CommandResult:
     config = load_config(find_config_path(args.config), broken_channels=broken)
     disabled = channel_reasons(broken)
     elsewhere = owned_elsewhere(config)
+    turn: Turn | None = None
+    if args.home:
+        turn = _take_turn(config, args.home, elsewhere)
+        if turn.skipped:
+            logging.getLogger("watchdogs.scheduler").info("%s", turn.skipped)
+            return CommandResult(f"SKIPPED  {turn.skipped}", {"skipped": turn.skipped, "items": []})
     if elsewhere:
         # The live database belongs to a scheduler on another host (docs/state.md): run the
         # items and print, but record nothing and send nothing from here.
@@ -103,8 +159,11 @@ def _once(args: argparse.Namespace) -> CommandResult:
         sink: ResultSink = QuietSink() if elsewhere else build_sink(config, state.store)
         tell_state(config, state, sink)
         _tell_disabled(config, sink, disabled)
+        instance = _begin_home(state.store, args.home) if turn is not None else None
         report = run_once(config, state.store, sink, load_group(CHECKS_GROUP), due_only=args.due,
-                          owns_state=not elsewhere and state.problem is None)
+                          owns_state=not elsewhere and state.problem is None, lock_held=turn is not None)
+        if instance is not None:
+            _end_home(state.store, instance, args.home, report.worst, config)
         if state.problem is None and not elsewhere:
             publish_view(state.store, "`watchdogs run --once`")
     except KeyboardInterrupt as exc:
@@ -115,6 +174,8 @@ def _once(args: argparse.Namespace) -> CommandResult:
     finally:
         signal.signal(signal.SIGTERM, previous)
         remove_scratch()
+        if turn is not None:
+            turn.release()
     # The terminal gets each problem whole (file, table, key, value, what was expected); the
     # alert to the other channels carries the short form.
     lines = [f"DISABLED channel {name}: {'; '.join(one_line(str(p)) for p in problems)}"

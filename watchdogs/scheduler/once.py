@@ -152,7 +152,8 @@ def run_once(config: Config, store: StateStore, sink: ResultSink, registry: Regi
                                  _dt(now))
     try:
         if owns_state:
-            outcomes += _settle_if_owner(store, config.scheduler.state_dir, items, refused, clock(), lock_held)
+            outcomes += _settle_if_owner(store, config.scheduler.state_dir, items, refused, clock(),
+                                         lock_held)
         if outcomes:
             sink.handle(outcomes, _dt(clock()))
         sink.flush(_dt(clock()), force=True)

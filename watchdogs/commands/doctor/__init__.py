@@ -63,7 +63,12 @@ def here(config_arg: str | None, send: bool, runner: SlurmRunner) -> list[Findin
     """Every check, run on this host."""
     from watchdogs.alerts.channels import build_notifier
     from watchdogs.commands.doctor.checks import check_accounting, check_config, check_slurm, check_state_dir
-    from watchdogs.commands.doctor.reach import channel_reach, channel_send, heartbeat_missing, heartbeat_reach
+    from watchdogs.commands.doctor.reach import (
+        channel_reach,
+        channel_send,
+        heartbeat_missing,
+        heartbeat_reach,
+    )
     from watchdogs.errors import WatchdogsError
 
     job = os.environ.get("SLURM_JOB_ID")

@@ -90,7 +90,8 @@ def judge(partitions: Sequence[Partition], config: SelectConfig, request: JobReq
     used = used_cpu_s_per_hour * 24 / 3600
     one_cpu = billing_per_hour(1, request.mem_mb, _shared(chosen), config).units_per_hour
     far = bill.units_per_hour >= FAR_MORE * max(one_cpu, 1e-9)
-    facts = {"partition": chosen.name, "source": request.source, "units_per_hour": round(bill.units_per_hour, 3),
+    facts = {"partition": chosen.name, "source": request.source,
+             "units_per_hour": round(bill.units_per_hour, 3),
              "units_per_day": round(bill.per_day, 2), "whole_node": bill.whole_node, "cpus": bill.cpus,
              "used_core_hours_per_day": round(used, 3), "used_measured": measured}
     summary = (f"partition {chosen.name} ({request.source}): "
@@ -126,7 +127,9 @@ def _cheaper(partitions: Sequence[Partition], config: SelectConfig, request: Job
              now: Billing) -> list[Billing]:
     found = []
     for part in partitions:
-        if part.name == now.partition or not part.up or not part.open_to(request.account, groups, request.qos):
+        if part.name == now.partition or not part.up:
+            continue
+        if not part.open_to(request.account, groups, request.qos):
             continue
         if _max_time_s(part.max_time) < MIN_LIFE_S:
             continue
