@@ -82,6 +82,9 @@ def here(config_arg: str | None, send: bool, runner: SlurmRunner) -> list[Findin
         from watchdogs.scheduler.chain import default_script
 
         findings.append(check_cost(runner, default_script(), os.environ))
+    from watchdogs.commands.doctor.homes import check_homes
+
+    findings.append(check_homes())
     findings += check_state_dir(config.scheduler.state_dir)
     for settings in config.notifiers:
         try:
