@@ -30,7 +30,8 @@ def test_the_block_joins_the_users_lines_replaces_itself_and_leaves_them_on_remo
 
 
 def test_the_scrontab_block_asks_for_a_small_short_job_where_sbatch_variables_say() -> None:
-    scron = homes.scron_options("wd", Path("/s/scheduler"), {"SBATCH_PARTITION": "shared", "SBATCH_QOS": "cron"})
+    env = {"SBATCH_PARTITION": "shared", "SBATCH_QOS": "cron"}
+    scron = homes.scron_options("wd", Path("/s/scheduler"), env)
     assert scron == ("#SCRON --job-name=wd-scron --time=00:05:00 --mem=256M --cpus-per-task=1 "
                      "--output=/s/scheduler/scron-%j.out --open-mode=append --partition=shared --qos=cron")
     text = homes.block("scrontab", "x", scron)
@@ -44,18 +45,21 @@ def done(code: int, out: str = "", err: str = "") -> subprocess.CompletedProcess
 def test_what_a_listing_says_about_a_home() -> None:
     assert not homes.judge_listing("scrontab", None).works
     assert homes.judge_listing("scrontab", None).why == "no scrontab command here"
-    disabled = homes.judge_listing("scrontab", done(1, err="scrontab: error: scrontab is disabled on this cluster"))
+    said = "scrontab: error: scrontab is disabled on this cluster"
+    disabled = homes.judge_listing("scrontab", done(1, err=said))
     assert not disabled.works and "disabled on this cluster" in disabled.why
     assert homes.judge_listing("scrontab", done(1, err="no crontab for wdtest")).works
     assert homes.judge_listing("cron", done(0, out=USERS)).works
-    denied = homes.judge_listing("cron", done(1, err="You (wdtest) are not allowed to use this program (crontab)"))
+    said = "You (wdtest) are not allowed to use this program (crontab)"
+    denied = homes.judge_listing("cron", done(1, err=said))
     assert not denied.works and "not allowed" in denied.why
 
 
 def test_the_timer_runs_the_line_every_minute_and_catches_up_after_sleep() -> None:
     units = homes.timer_units("A='x y' /py -m watchdogs run --once --due --home timer")
     assert "ExecStart=/bin/sh -c 'A='\"'\"'x y'\"'\"' /py" in units["watchdogs.service"]
-    assert "OnCalendar=*-*-* *:*:00" in units["watchdogs.timer"] and "Persistent=true" in units["watchdogs.timer"]
+    assert "OnCalendar=*-*-* *:*:00" in units["watchdogs.timer"]
+    assert "Persistent=true" in units["watchdogs.timer"]
 
 
 def test_a_home_run_while_another_holds_the_state_runs_nothing_and_sends_nothing(site: Site) -> None:
@@ -70,7 +74,8 @@ def test_a_home_run_while_another_holds_the_state_runs_nothing_and_sends_nothing
     finally:
         lock.release()
     assert skipped.returncode == 0, skipped.stderr
-    assert skipped.stdout.startswith("SKIPPED  another home holds the state: job 4242 (chain)"), skipped.stdout
+    said = skipped.stdout
+    assert said.startswith("SKIPPED  another home holds the state: job 4242 (chain)"), said
     assert not marker.exists() and lines(site) == []
 
 

@@ -8,6 +8,7 @@ queued cron job. Only where the release ships the scrontab client (24.11, 26.05;
 from __future__ import annotations
 
 import shutil
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -36,7 +37,7 @@ def scron_modes(site: Site) -> list[str]:
         return []
     try:
         rows = StateStore(site.state).connection().execute("SELECT mode FROM sched_instances").fetchall()
-    except Exception:
+    except sqlite3.Error:  # not made yet by the first run
         return []
     return [str(r[0]) for r in rows]
 
