@@ -45,7 +45,7 @@ def done(code: int, out: str = "", err: str = "") -> subprocess.CompletedProcess
 def test_what_a_listing_says_about_a_home() -> None:
     assert not homes.judge_listing("scrontab", None).works
     assert homes.judge_listing("scrontab", None).why == "no scrontab command here"
-    said = "scrontab: error: scrontab is disabled on this cluster"
+    said = "scrontab: fatal: scrontab is disabled on this cluster"  # 24.11, recorded
     disabled = homes.judge_listing("scrontab", done(1, err=said))
     assert not disabled.works and "disabled on this cluster" in disabled.why
     assert homes.judge_listing("scrontab", done(1, err="no crontab for wdtest")).works

@@ -65,6 +65,11 @@ def start(args: argparse.Namespace) -> CommandResult:
     job = chain.submit_instance(settings, script, None, 0.0, os.environ)
     lines.append(f"submitted {settings.job_name} as job {job} ({script}); its log: "
                  f"{settings.output_dir}/{settings.job_name}-{job}.out")
+    others = [kind for kind in homes.KINDS[1:] if homes.detect(kind).works]
+    if others:
+        lines.append(f"other homes that work here, billed per run instead of around the clock: "
+                     f"{', '.join(others)} (`watchdogs start --home {others[0]}`; `watchdogs doctor` "
+                     "says what this job costs)")
     return CommandResult("\n".join(lines), {"submitted": job, "jobs": [job]})
 
 
