@@ -38,7 +38,7 @@ def test_a_whole_node_partition_draws_a_cost_warning_naming_cheaper_partitions(t
     code, out, err = doctor(config, SBATCH_PARTITION="whole")
     line = next(ln for ln in out.splitlines() if ln.strip().startswith("WARNING  cost"))
     assert "partition whole (SBATCH_PARTITION): whole node (4 CPUs), 4.0 billing units/h = 96.0 a day" in line
-    assert "OverSubscribe=EXCLUSIVE" in line
+    assert "OverSubscribe=EXCLUSIVE" in line or "Exclusive=NODE" in line  # 26.05 has a key of its own
     fix = out.splitlines()[out.splitlines().index(line) + 1]
     assert "fix: cheaper partitions you may use: cpu (24.0 a day), debug (24.0 a day)" in fix, fix
     assert "SBATCH_PARTITION=cpu `watchdogs start`" in fix

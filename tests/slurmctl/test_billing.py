@@ -56,6 +56,15 @@ def test_memory_weights_read_per_gb_or_per_mb() -> None:
     assert parse_weights("Mem=0.001")["mem"] == pytest.approx(1.024)
 
 
+def test_26_05_says_exclusive_nodes_in_a_key_of_its_own() -> None:
+    whole = partitions("devcluster-26.05")["whole"]   # recorded on the dev cluster (26.05.5)
+    assert whole.oversubscribe == "NO" and whole.exclusive
+    bill = billing_per_hour(1, 512, whole, CONS_TRES)
+    assert bill.whole_node and bill.cpus == 4 and bill.why.startswith("Exclusive=NODE: every job gets whole")
+    debug = partitions("devcluster-26.05")["debug"]
+    assert not debug.exclusive and not billing_per_hour(1, 512, debug, CONS_TRES).whole_node
+
+
 def test_select_linear_gives_whole_nodes_on_any_partition() -> None:
     small = partitions("lumi")["small"]
     linear = parse_config("SelectType = select/linear\n")

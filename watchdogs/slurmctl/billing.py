@@ -41,7 +41,9 @@ def billing_per_hour(cpus: int, mem_mb: int | None, partition: Partition, config
     if whole and partition.mem_per_node_mb:
         mem_mb = max(mem_mb, partition.mem_per_node_mb)   # a whole node's memory is allocated too
     mem_gb = mem_mb / 1024
-    how = ("OverSubscribe=EXCLUSIVE: every job gets whole nodes" if partition.exclusive else
+    how = ("OverSubscribe=EXCLUSIVE: every job gets whole nodes"
+           if partition.oversubscribe.upper().startswith("EXCLUSIVE") else
+           f"Exclusive={partition.exclusive_mode}: every job gets whole nodes" if partition.exclusive else
            f"{config.select_type}: whole nodes" if whole else "shared nodes")
     weights = partition.billing_weights
     if not weights:

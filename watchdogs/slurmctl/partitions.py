@@ -21,7 +21,7 @@ class Partition:
     total_cpus: int
     total_nodes: int
     oversubscribe: str
-    """NO, EXCLUSIVE, YES:n, FORCE:n: EXCLUSIVE gives every job whole nodes."""
+    """NO, EXCLUSIVE, YES:n, FORCE:n: EXCLUSIVE gives every job whole nodes (up to 25.x)."""
     billing_weights: Mapping[str, float] = field(default_factory=dict)
     """`TRESBillingWeights`, lower-case TRES names; memory weights are per GB."""
     def_mem_per_cpu_mb: int | None = None
@@ -32,6 +32,8 @@ class Partition:
     allow_qos: tuple[str, ...] = ("ALL",)
     deny_qos: tuple[str, ...] = ()
     max_time: str = "UNLIMITED"
+    exclusive_mode: str = "NO"
+    """26.05's own key for it: `Exclusive=NODE` (with `OverSubscribe=NO`); NO when shared."""
     total_mem_mb: int | None = None
     """The memory of its nodes together, from `TRES=...,mem=...`."""
 
@@ -46,7 +48,8 @@ class Partition:
 
     @property
     def exclusive(self) -> bool:
-        return self.oversubscribe.upper().startswith("EXCLUSIVE")
+        return self.oversubscribe.upper().startswith("EXCLUSIVE") or \
+            self.exclusive_mode.upper() not in ("NO", "", "(NULL)")
 
     @property
     def up(self) -> bool:
@@ -148,7 +151,7 @@ def parse_partitions(text: str) -> list[Partition]:
             name=pairs["PartitionName"], state=pairs.get("State", "UNKNOWN"),
             default=pairs.get("Default") == "YES", total_cpus=_int(pairs.get("TotalCPUs")) or 0,
             total_nodes=_int(pairs.get("TotalNodes")) or 0,
-            oversubscribe=pairs.get("OverSubscribe", "NO"),
+            oversubscribe=pairs.get("OverSubscribe", "NO"), exclusive_mode=pairs.get("Exclusive", "NO"),
             billing_weights=parse_weights(weights) if weights and weights != "(null)" else {},
             def_mem_per_cpu_mb=_int(pairs.get("DefMemPerCPU")),
             max_cpus_per_node=_int(pairs.get("MaxCPUsPerNode")),
