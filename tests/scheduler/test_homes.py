@@ -89,6 +89,8 @@ def test_home_runs_tick_with_one_state_and_alert_once(site: Site) -> None:
     store = StateStore(site.state)
     modes = [row[0] for row in store.connection().execute("SELECT mode FROM sched_instances ORDER BY id")]
     assert modes == ["cron", "scrontab"]
+    home = store.kv_get("state", "home")
+    assert home is not None and (home["kind"], home["period"]) == ("scrontab", 60.0)
     latest = Records(store).latest_instance()
     assert latest is not None and latest["ended"] is not None and latest["reason"] == "home run (scrontab)"
     stopped = site.watchdogs("stop")

@@ -20,7 +20,7 @@ from watchdogs.plugins import CHECKS_GROUP, load_group
 from watchdogs.result import Status
 from watchdogs.scheduler.changes import chain_state, owned_elsewhere, reader
 from watchdogs.scheduler.deadman import DeadMansSwitch
-from watchdogs.scheduler.home import HOME_KINDS, Turn, take_turn
+from watchdogs.scheduler.home import HOME_KINDS, HOME_PERIOD_S, Turn, take_turn
 from watchdogs.scheduler.instance import run_instance
 from watchdogs.scheduler.once import run_once
 from watchdogs.scheduler.records import Records
@@ -117,7 +117,11 @@ def _take_turn(config: Config, kind: str, elsewhere: str | None) -> Turn:
 def _begin_home(store: StateStore, kind: str) -> int | None:
     """The run as an instance of mode KIND: `status` sees which home ticks, and when."""
     try:
-        return Records(store).begin_instance(time.time(), os.environ.get("SLURM_JOB_ID") or None, kind)
+        now = time.time()
+        # What `status` needs to judge a home's silence: its period (a cron runs every minute).
+        store.kv_put("state", "home", {"kind": kind, "period": HOME_PERIOD_S, "last_run": now,
+                                       "host": socket.gethostname()})
+        return Records(store).begin_instance(now, os.environ.get("SLURM_JOB_ID") or None, kind)
     except Exception as exc:
         if state_problem(exc) is None:
             raise

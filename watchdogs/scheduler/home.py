@@ -19,6 +19,8 @@ from pathlib import Path
 from watchdogs.scheduler.lock import LOCK_NAME, take_flock
 
 HOME_KINDS = ("scrontab", "cron", "timer")
+HOME_PERIOD_S = 60.0
+"""Every minute: what each home's entry asks for (watchdogs.scheduler.homes.EVERY)."""
 
 
 @dataclass(frozen=True)
