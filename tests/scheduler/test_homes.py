@@ -99,3 +99,20 @@ def test_home_runs_tick_with_one_state_and_alert_once(site: Site) -> None:
     assert stopped.returncode in (0, 3), stopped.stderr
     after = site.watchdogs("run", "--once", "--due", "--home", "cron")
     assert after.stdout.startswith("SKIPPED  stopped by `watchdogs stop`"), after.stdout
+
+
+def test_a_home_run_with_a_broken_config_tells_the_last_good_channels_once_and_resolves(site: Site) -> None:
+    failing_site(site)
+    assert site.watchdogs("run", "--once", "--due", "--home", "cron").returncode == 0
+    good = site.config.read_text()
+    site.config.write_text(good.replace("[cron]", "[cron"))
+    for _ in range(2):   # two minutes of a cron: one alert, not one per run
+        broken = site.watchdogs("run", "--once", "--due", "--home", "cron")
+        assert broken.returncode == 2 and "Traceback" not in broken.stderr, broken.stderr
+        assert broken.stdout.startswith(f"CONFIG   {site.config} does not load:"), broken.stdout
+    told = [line for line in lines(site) if "watchdogs:config" in line]
+    assert len(told) == 1 and "CRITICAL" in told[0], lines(site)
+    site.config.write_text(good)
+    assert site.watchdogs("run", "--once", "--due", "--home", "cron").returncode == 0
+    told = [line for line in lines(site) if "watchdogs:config" in line]
+    assert len(told) == 2 and "RESOLVED" in told[1], told

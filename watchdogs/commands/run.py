@@ -11,13 +11,15 @@ import socket
 import time
 from collections.abc import Sequence
 from datetime import datetime, timezone
+from pathlib import Path
 
 from watchdogs.alerts import build_sink, selfalerts
 from watchdogs.commands.base import CommandResult
 from watchdogs.config import Config, find_config_path, load_config
-from watchdogs.errors import ConfigProblem, WatchdogsError
+from watchdogs.errors import ConfigError, ConfigProblem, WatchdogsError
 from watchdogs.plugins import CHECKS_GROUP, load_group
 from watchdogs.result import Status
+from watchdogs.scheduler.chain import lenient_settings
 from watchdogs.scheduler.changes import chain_state, owned_elsewhere, reader
 from watchdogs.scheduler.deadman import DeadMansSwitch
 from watchdogs.scheduler.home import HOME_KINDS, HOME_PERIOD_S, Turn, take_turn
@@ -25,10 +27,14 @@ from watchdogs.scheduler.instance import run_instance
 from watchdogs.scheduler.once import run_once
 from watchdogs.scheduler.records import Records
 from watchdogs.scheduler.startup import (
+    LoadedConfig,
     State,
     channel_reasons,
+    load,
+    news,
     open_state,
     publish_view,
+    remember,
     remove_scratch,
     scratch_dir,
     tell_state,
@@ -139,11 +145,49 @@ def _end_home(store: StateStore, instance: int, kind: str, worst: Status, config
         switch.wait(10.0)
 
 
+def _home_config_failed(path: Path, kind: str) -> CommandResult:
+    """A home's run with a config that does not load: nobody reads a cron job's output, so
+    the channels of the last good copy hear it (once; the lifecycle dedupes each minute's
+    repeat) and the dead man's switch gets /fail. Without a last good copy, only the log."""
+    settings = lenient_settings(path)
+    loaded = load(path, settings.state_dir, load_group(CHECKS_GROUP))
+    said = "; ".join(loaded.problems) or "it loads now"
+    config = loaded.config
+    if config is None:
+        return CommandResult(f"CONFIG   {path} does not load: {said}; no last good copy in "
+                             f"{settings.state_dir}: nobody can be told but this log", {}, exit_code=2)
+    turn = _take_turn(config, kind, owned_elsewhere(config))
+    if turn.skipped:
+        return CommandResult(f"SKIPPED  {turn.skipped}", {"skipped": turn.skipped, "items": []})
+    try:
+        state = open_state(config.scheduler.state_dir)
+        sink = build_sink(config, state.store)
+        now = datetime.now(timezone.utc)
+        working = [n.name for n in config.notifiers if n.enabled and n.name not in loaded.disabled]
+        sink.handle(news(loaded, config, working, loaded.disabled, now)[:1], now)
+        sink.flush(now, force=True)
+        switch = DeadMansSwitch(config.scheduler.heartbeat_url, suffixes=config.scheduler.heartbeat_suffixes,
+                                proxy=config.scheduler.heartbeat_proxy)
+        if switch.enabled:
+            switch.fail(f"watchdogs cannot load its config:\n{said}")
+            switch.wait(10.0)
+    finally:
+        turn.release()
+    return CommandResult(f"CONFIG   {path} does not load: {said}; told through the last good copy's "
+                         "channels; no item ran", {"config_problems": list(loaded.problems)}, exit_code=2)
+
+
 def _once(args: argparse.Namespace) -> CommandResult:
     # As the foreground scheduler does: a [[notify]] table with a problem (a secret file
     # others can read) disables that channel alone, and the other channels are told.
     broken: dict[str, list[ConfigProblem]] = {}
-    config = load_config(find_config_path(args.config), broken_channels=broken)
+    path = find_config_path(args.config)
+    try:
+        config = load_config(path, broken_channels=broken)
+    except ConfigError:
+        if not args.home:
+            raise
+        return _home_config_failed(path, args.home)
     disabled = channel_reasons(broken)
     elsewhere = owned_elsewhere(config)
     turn: Turn | None = None
@@ -163,6 +207,11 @@ def _once(args: argparse.Namespace) -> CommandResult:
         sink: ResultSink = QuietSink() if elsewhere else build_sink(config, state.store)
         tell_state(config, state, sink)
         _tell_disabled(config, sink, disabled)
+        if args.home:   # the copy a later run falls back on; an earlier config alert resolves
+            remember(config.path, config.scheduler.state_dir,
+                     LoadedConfig(config, (), disabled, config.path.read_bytes()))
+            now = datetime.now(timezone.utc)
+            sink.handle([selfalerts.config_ok(now, [n.name for n in config.notifiers if n.enabled])], now)
         instance = _begin_home(state.store, args.home) if turn is not None else None
         report = run_once(config, state.store, sink, load_group(CHECKS_GROUP), due_only=args.due,
                           owns_state=not elsewhere and state.problem is None, lock_held=turn is not None)
