@@ -4,8 +4,11 @@ systemd units, and the home run itself: it takes the state's lock without waitin
 run that finds the chain or another home ticking runs nothing and sends nothing."""
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
+
+import pytest
 
 from tests.scheduler.conftest import Site, script
 from tests.state.test_state_design import failing_site, lines
@@ -116,3 +119,25 @@ def test_a_home_run_with_a_broken_config_tells_the_last_good_channels_once_and_r
     assert site.watchdogs("run", "--once", "--due", "--home", "cron").returncode == 0
     told = [line for line in lines(site) if "watchdogs:config" in line]
     assert len(told) == 2 and "RESOLVED" in told[1], told
+
+
+@pytest.mark.skipif(shutil.which("crontab") is None, reason="no crontab command here (Debian's cron package)")
+def test_start_home_cron_keeps_the_users_own_lines_and_stop_removes_only_ours(site: Site) -> None:
+    before = subprocess.run(["crontab", "-l"], capture_output=True, text=True, check=False)
+    saved = before.stdout if before.returncode == 0 else None
+    subprocess.run(["crontab", "-"], input=USERS, text=True, check=True)
+    try:
+        started = site.watchdogs("start", "--home", "cron")
+        assert started.returncode == 0, started.stderr
+        assert "installed the cron home: every minute" in started.stdout
+        listed = subprocess.run(["crontab", "-l"], capture_output=True, text=True, check=True).stdout
+        assert listed.startswith(USERS) and f"--config {site.config} run --once --due --home cron" in listed
+        stopped = site.watchdogs("stop")
+        assert "removed the cron home" in stopped.stdout, stopped.stdout + stopped.stderr
+        after = subprocess.run(["crontab", "-l"], capture_output=True, text=True, check=True).stdout
+        assert after == USERS
+    finally:
+        if saved is None:
+            subprocess.run(["crontab", "-r"], capture_output=True, check=False)
+        else:
+            subprocess.run(["crontab", "-"], input=saved, text=True, check=False)
