@@ -3,7 +3,9 @@ walked word for word on a fresh copy of
 the checkout (its tracked files only, as a clone has them) on the dev cluster, as the user:
 every command after `make install` runs as shown (with this venv's `watchdogs` for
 `.venv/bin/watchdogs`), and each ends as a new user expects: the copied example validates,
-`doctor` finds nothing wrong here or on a compute node, `run --once` and `status` report
+`doctor` finds nothing wrong here or on a compute node once the dead man's switch is set
+(the path's one edit, `heartbeat_url`, made here as the user would, pointing at a local
+stand-in for healthchecks.io), `run --once` and `status` report
 the example's training as gone (it does not run here) and run none of the example drop-ins
 (they are off until copied out of cron.d/examples/), and `start` starts the chain.
 The chain is stopped at the end."""
@@ -21,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.foundation.test_readme import README, ROOT, blocks
+from tests.notifiers.fakes import FakeHTTP
 
 pytestmark = pytest.mark.slurm
 # What a new user sees from each step: its exit code (Nagios codes for doctor, run and
@@ -49,6 +52,21 @@ def fresh_copy(folder: Path) -> Path:
     return folder
 
 
+HEARTBEAT_STEP = "# in watchdogs.toml, [scheduler] heartbeat_url: your dead man's switch (see below)"
+
+
+def set_heartbeat(config: Path, url: str) -> None:
+    """The path's edit: the dead man's switch's URL under [scheduler]."""
+    text = config.read_text()
+    config.write_text(text.replace("[scheduler]\n", f'[scheduler]\nheartbeat_url = "{url}"\n', 1))
+
+
+@pytest.fixture
+def hc() -> Iterator[FakeHTTP]:
+    with FakeHTTP() as server:
+        yield server
+
+
 @pytest.fixture
 def clone(slurm_cluster: Path, tmp_path: Path) -> Iterator[Path]:
     folder = fresh_copy(tmp_path / "slurm-watchdogs")
@@ -64,6 +82,9 @@ def test_the_path_names_the_steps_this_test_walks_and_the_getting_started_page_s
     assert five_minutes(GETTING_STARTED) == steps
     assert steps[0].startswith("git clone ") and steps[1] == "make install"
     assert steps[2] == "cp watchdogs.example.toml watchdogs.toml"
+    for page in (README, GETTING_STARTED):  # the edit after the copy: a comment, not a command
+        block = page.read_text().split("## On your real cluster in 5 minutes", 1)[1]
+        assert f"watchdogs.toml   # or start from the minimal file below\n{HEARTBEAT_STEP}\n" in block
     assert [shlex.split(s)[1:] for s in steps[3:]] == [
         ["validate", "--config", "watchdogs.toml"], ["doctor", "--config", "watchdogs.toml"],
         ["doctor", "--on-node", "--config", "watchdogs.toml"],
@@ -72,7 +93,7 @@ def test_the_path_names_the_steps_this_test_walks_and_the_getting_started_page_s
 
 
 @pytest.mark.timeout(300)
-def test_the_five_minute_path_works_word_for_word_on_a_fresh_clone(clone: Path) -> None:
+def test_the_five_minute_path_works_word_for_word_on_a_fresh_clone(clone: Path, hc: FakeHTTP) -> None:
     steps = five_minutes()
     # `git clone` and `make install`: the copy above and the venv running this test.
     env = {**os.environ, "COLUMNS": "200"}
@@ -88,6 +109,8 @@ def test_the_five_minute_path_works_word_for_word_on_a_fresh_clone(clone: Path) 
         if command in EXPECTED:
             assert done.returncode == EXPECTED[command], f"{step} exited {done.returncode}:\n{output}"
         assert "Traceback" not in output, f"{step}:\n{output}"
+        if argv[0] == "cp":
+            set_heartbeat(clone / "watchdogs.toml", f"{hc.url}/ping/readme-path")
     doctors = [out for step, out in said.items() if " doctor " in step]
     assert all(out.startswith("DOCTOR OK:") for out in doctors), doctors
     assert re.search(r"OK +channel train-log +test message delivered", doctors[1]), doctors[1]

@@ -16,7 +16,7 @@ from pathlib import Path
 from watchdogs.commands.base import CommandResult, config_from_args
 from watchdogs.config import find_config_path
 from watchdogs.errors import WatchdogsError
-from watchdogs.scheduler import chain, startup
+from watchdogs.scheduler import chain, homes, startup
 from watchdogs.scheduler.changes import reader
 from watchdogs.scheduler.records import Records
 from watchdogs.state.snapshot import VIEW_NAME
@@ -28,6 +28,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                                 "(removes the stop file)")
     start_parser.add_argument("--script", help="the batch script (default: $WATCHDOGS_CHAIN_SCRIPT, "
                                                "else slurm/cron-scheduler.slurm of this checkout)")
+    start_parser.add_argument("--home", choices=homes.KINDS, default="job",
+                              help="where the scheduler lives: job (the self-perpetuating Slurm job, the "
+                                   "default), scrontab (Slurm's cron, where the site enables it), cron (this "
+                                   "login node's crontab), timer (a systemd user timer); `doctor` says which "
+                                   "work here. Starting one home stops the others")
     start_parser.set_defaults(handler=start)
     stop_parser = sub.add_parser("stop", help="end the scheduler job: stop file, then cancel the running "
                                               "instance and its queued successor")
@@ -45,7 +50,10 @@ def start(args: argparse.Namespace) -> CommandResult:
     script = Path(args.script).expanduser().absolute() if args.script else chain.default_script()
     if not script.is_file():
         raise WatchdogsError(f"{script}: no such batch script (pass --script or set ${chain.SCRIPT_ENV})")
-    lines = []
+    lines: list[str] = []
+    if args.home != "job":
+        return _start_home(args.home, config.path.absolute(), settings, lines)
+    lines += [f"removed the {kind} home (its entry is gone)" for kind in homes.KINDS[1:] if _removed(kind)]
     if settings.stop_file.exists():
         settings.stop_file.unlink()
         lines.append(f"removed the stop file {settings.stop_file}")
@@ -57,7 +65,55 @@ def start(args: argparse.Namespace) -> CommandResult:
     job = chain.submit_instance(settings, script, None, 0.0, os.environ)
     lines.append(f"submitted {settings.job_name} as job {job} ({script}); its log: "
                  f"{settings.output_dir}/{settings.job_name}-{job}.out")
+    others = [kind for kind in homes.KINDS[1:] if homes.detect(kind).works]
+    if others:
+        lines.append(f"other homes that work here, billed per run instead of around the clock: "
+                     f"{', '.join(others)} (`watchdogs start --home {others[0]}`; `watchdogs doctor` "
+                     "says what this job costs)")
     return CommandResult("\n".join(lines), {"submitted": job, "jobs": [job]})
+
+
+def _removed(kind: str) -> bool:
+    try:
+        return homes.remove(kind)
+    except OSError as exc:
+        raise WatchdogsError(f"cannot remove the {kind} home: {exc}") from None
+
+
+def _start_home(kind: str, config: Path, settings: chain.ChainSettings, lines: list[str]) -> CommandResult:
+    """Install the cron-like home `kind`, then end the others: a chain's jobs are cancelled
+    (no stop file: the new home must run), other homes' entries removed."""
+    support = homes.detect(kind)
+    if not support.works:
+        raise WatchdogsError(f"the {kind} home does not work here: {support.why}; nothing was changed "
+                             "(`watchdogs doctor` lists the homes that do)")
+    line = homes.command(config, kind)
+    try:
+        if kind == "timer":
+            homes.install_timer(line)
+        else:
+            settings.output_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            scron = homes.scron_options(settings.job_name, settings.output_dir, os.environ) \
+                if kind == "scrontab" else None
+            homes.install_cron(kind, homes.block(kind, line, scron))
+    except OSError as exc:
+        raise WatchdogsError(f"cannot install the {kind} home: {exc}") from None
+    if settings.stop_file.exists():
+        settings.stop_file.unlink()
+        lines.append(f"removed the stop file {settings.stop_file}")
+    lines.append(f"installed the {kind} home: every minute, {line}")
+    lines += [f"removed the {other} home" for other in homes.KINDS[1:] if other != kind and _removed(other)]
+    jobs, error = chain.safe_chain_jobs(settings)
+    if error:
+        lines.append(f"cannot look for the chain's jobs ({error}): cancel them yourself (`squeue --me`)")
+    elif jobs:
+        chain.cancel([j.id for j in jobs])
+        ended = ", ".join(f"{j.id} ({j.state})" for j in jobs)
+        lines.append(f"cancelled the chain {settings.job_name}: {ended}")
+    lines.append("items with a period under a minute run once a minute in this home; `watchdogs stop` "
+                 "removes it")
+    return CommandResult("\n".join(lines), {"home": kind, "line": line, "submitted": None,
+                                            "jobs": [j.id for j in jobs]})
 
 
 def stop(args: argparse.Namespace) -> CommandResult:
@@ -75,6 +131,9 @@ def stop(args: argparse.Namespace) -> CommandResult:
     _write_stop_file(settings.stop_file)
     jobs, error = chain.safe_chain_jobs(settings)
     text = f"wrote the stop file {settings.stop_file}: instances starting from now on exit at once"
+    gone = [kind for kind in homes.KINDS[1:] if _removed(kind)]
+    if gone:
+        text += f"\nremoved the {', '.join(gone)} home{'s' if len(gone) > 1 else ''}"
     if settings.problem is not None:
         text = f"{settings.problem}\nused the {settings.source} to find the chain\n{text}"
     if error:

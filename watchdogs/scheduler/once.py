@@ -1,13 +1,22 @@
 """`watchdogs run --once [--due]`: every item (or only the due ones) once, as one batch,
-recorded like a scheduled run, then the sink is flushed with force=True."""
+recorded like a scheduled run, then the sink is flushed with force=True.
+
+It applies the same lifecycle as a tick of the loop when it owns the state (it holds the
+scheduler lock, for a moment or, in a home, for the whole run): the changes queued in the
+inbox are applied and the open alerts of items that left the config are resolved. A cron,
+scrontab or systemd-timer home runs nothing else, so without this a deleted drop-in's alert
+would stay open for ever. With a scheduler holding the lock, both are left to it (never
+applied twice)."""
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone, tzinfo
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tzlocal import get_localzone
@@ -15,7 +24,9 @@ from tzlocal import get_localzone
 from watchdogs.dropins.safety import Refusal
 from watchdogs.result import Status, worst
 from watchdogs.scheduler import metrics
+from watchdogs.scheduler.inbox import apply_pending, removed_items
 from watchdogs.scheduler.items import Item, all_items
+from watchdogs.scheduler.lock import Lock
 from watchdogs.scheduler.prune import SCHEDULER_LOGS, prune_files
 from watchdogs.scheduler.records import GuardedRecords
 from watchdogs.scheduler.refusals import refusal_outcomes
@@ -27,7 +38,7 @@ from watchdogs.state.store import StateUnavailable
 if TYPE_CHECKING:
     from watchdogs.config.model import Config
     from watchdogs.plugins import Registry
-    from watchdogs.sink import ResultSink
+    from watchdogs.sink import ItemOutcome, ResultSink
     from watchdogs.state.store import StateStore
 
 
@@ -68,9 +79,49 @@ def due_items(items: Mapping[str, Item], anchors: Mapping[str, float | None], no
     return [i for i in items.values() if first_run(i.schedule, anchor(i), now_dt, tz) <= now_dt]
 
 
+def settle(store: StateStore, state_dir: Path, scheduled: Iterable[str], refused: Iterable[Refusal],
+           now: float, applier: str) -> list[ItemOutcome]:
+    """What a tick of the loop does beyond running items, for the one writer of the state:
+    the queued changes applied (their answers written) and the open alerts of items that
+    left the config resolved ("item removed from the config")."""
+    made = apply_pending(store, state_dir, applier, now)
+    made += removed_items(store, scheduled, [r.path for r in refused], now)
+    for outcome in made:
+        LOG.info("%s: %s", outcome.item, outcome.result.summary)
+    return made
+
+
+def _settle_if_owner(store: StateStore, state_dir: Path, items: Iterable[str], refused: Iterable[Refusal],
+                     now: float, lock_held: bool) -> list[ItemOutcome]:
+    """`settle` when this run may write for the state's owner: it holds the scheduler lock
+    already (a home), or takes it for this moment. Held by a scheduler: left to it."""
+    applier = f"`watchdogs run --once` (pid {os.getpid()})"
+    try:
+        if lock_held:
+            return settle(store, state_dir, items, refused, now, applier)
+        lock = Lock(state_dir)
+        holder = lock.acquire(f"command run --once (settling, pid {os.getpid()})")
+        if holder:
+            LOG.info("queued changes and removed items are left to the scheduler holding the state: %s",
+                     holder)
+            return []
+        try:
+            return settle(store, state_dir, items, refused, now, applier)
+        finally:
+            lock.release()
+    except StateUnavailable:
+        raise
+    except Exception:  # the runs' own alerts must still go out
+        LOG.exception("queued changes and removed items could not be settled; the next run tries again")
+        return []
+
+
 def run_once(config: Config, store: StateStore, sink: ResultSink, registry: Registry, *,
              due_only: bool = False, env: Mapping[str, str] | None = None, uid: int | None = None,
-             clock: Callable[[], float] = time.time, tz: tzinfo | None = None) -> OnceReport:
+             clock: Callable[[], float] = time.time, tz: tzinfo | None = None,
+             owns_state: bool = True, lock_held: bool = False) -> OnceReport:
+    """`owns_state`: `store` is the live database (not a private scratch one), so the run
+    settles the lifecycle like a tick; `lock_held`: the caller holds the scheduler lock."""
     # A full or broken state directory must not cost the run its report (nor give a traceback).
     records = GuardedRecords(store, _StateTrouble())
     now = clock()
@@ -100,6 +151,9 @@ def run_once(config: Config, store: StateStore, sink: ResultSink, registry: Regi
     outcomes += refusal_outcomes([r for r in refused if not r.path.startswith('check "')], (),
                                  _dt(now))
     try:
+        if owns_state:
+            outcomes += _settle_if_owner(store, config.scheduler.state_dir, items, refused, clock(),
+                                         lock_held)
         if outcomes:
             sink.handle(outcomes, _dt(clock()))
         sink.flush(_dt(clock()), force=True)

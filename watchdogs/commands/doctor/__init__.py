@@ -63,14 +63,28 @@ def here(config_arg: str | None, send: bool, runner: SlurmRunner) -> list[Findin
     """Every check, run on this host."""
     from watchdogs.alerts.channels import build_notifier
     from watchdogs.commands.doctor.checks import check_accounting, check_config, check_slurm, check_state_dir
-    from watchdogs.commands.doctor.reach import channel_reach, channel_send, heartbeat_reach
+    from watchdogs.commands.doctor.reach import (
+        channel_reach,
+        channel_send,
+        heartbeat_missing,
+        heartbeat_reach,
+    )
     from watchdogs.errors import WatchdogsError
 
     job = os.environ.get("SLURM_JOB_ID")
     config, checked = check_config(config_arg)
-    findings = [checked, check_slurm(runner), check_accounting(runner, job)]
+    slurm = check_slurm(runner)
+    findings = [checked, slurm, check_accounting(runner, job)]
     if config is None:
         return findings
+    if slurm.status != Status.CRITICAL:  # without Slurm's commands, `slurm` said it already
+        from watchdogs.commands.doctor.cost import check_cost
+        from watchdogs.scheduler.chain import default_script
+
+        findings.append(check_cost(runner, default_script(), os.environ))
+    from watchdogs.commands.doctor.homes import check_homes
+
+    findings.append(check_homes())
     findings += check_state_dir(config.scheduler.state_dir)
     for settings in config.notifiers:
         try:
@@ -90,6 +104,8 @@ def here(config_arg: str | None, send: bool, runner: SlurmRunner) -> list[Findin
     scheduler = config.scheduler
     if scheduler.heartbeat_url:
         findings.append(heartbeat_reach(scheduler.heartbeat_url, scheduler.heartbeat_proxy, job is not None))
+    else:
+        findings.append(heartbeat_missing())
     return findings
 
 

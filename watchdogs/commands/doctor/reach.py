@@ -170,6 +170,19 @@ def heartbeat_reach(url: str, proxy: str | None, on_node: bool) -> Finding:
     return Finding("heartbeat", Status.OK, f"reaches {reach.target} {reach.via}", facts=facts)
 
 
+def heartbeat_missing() -> Finding:
+    """No `heartbeat_url`: the watchdog can report every failure but its own death (a scancel
+    of the chain, a node lost, a full cluster keeping the successor pending). Only a service
+    outside the cluster that expects its pings can."""
+    return Finding("heartbeat", Status.WARNING,
+                   "no dead man's switch (`heartbeat_url`): nothing can report the watchdog's own death "
+                   "(its job cancelled, its node lost, its successor pending on a full cluster)",
+                   "create a check with period 5 minutes and grace 10 minutes (free: healthchecks.io; "
+                   "self-hosted: healthchecks or an Uptime Kuma push monitor) and set [scheduler] "
+                   'heartbeat_url = "https://hc-ping.com/<uuid>" (docs/doctor.md#the-dead-mans-switch)',
+                   {"configured": False})
+
+
 def channel_send(notifier: Notifier, send: Callable[[Notifier], None]) -> Finding:
     """A real test message; `send` renders and delivers it (notify-test's batch)."""
     area = f"channel {notifier.name}"
