@@ -16,6 +16,7 @@ from pathlib import Path
 from watchdogs.commands.base import CommandResult, config_from_args
 from watchdogs.config import find_config_path
 from watchdogs.errors import WatchdogsError
+from watchdogs.ownfiles import make_dirs, write_atomic
 from watchdogs.scheduler import chain, homes, startup
 from watchdogs.scheduler.changes import reader
 from watchdogs.scheduler.records import Records
@@ -92,7 +93,7 @@ def _start_home(kind: str, config: Path, settings: chain.ChainSettings, lines: l
         if kind == "timer":
             homes.install_timer(line)
         else:
-            settings.output_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            make_dirs(settings.output_dir)
             scron = homes.scron_options(settings.job_name, settings.output_dir, os.environ) \
                 if kind == "scrontab" else None
             homes.install_cron(kind, homes.block(kind, line, scron))
@@ -163,6 +164,6 @@ def _recorded_instance(settings: chain.ChainSettings, found: list[chain.ChainJob
 
 
 def _write_stop_file(path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path.write_text(f"written by `watchdogs stop` (uid {os.getuid()}) at "
-                    f"{time.strftime('%Y-%m-%d %H:%M:%S %z')}; `watchdogs start` removes it\n")
+    make_dirs(path.parent)
+    write_atomic(path, (f"written by `watchdogs stop` (uid {os.getuid()}) at "
+                        f"{time.strftime('%Y-%m-%d %H:%M:%S %z')}; `watchdogs start` removes it\n").encode())

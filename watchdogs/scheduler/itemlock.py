@@ -17,6 +17,7 @@ import socket
 from pathlib import Path
 from urllib.parse import quote
 
+from watchdogs.ownfiles import make_dirs
 from watchdogs.scheduler.lock import take_flock
 
 LOG = logging.getLogger("watchdogs.scheduler")
@@ -43,7 +44,7 @@ class ItemLocks:
         holds it."""
         path = lock_path(self.state_dir, item_id)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            make_dirs(path.parent)
             fd, holder = take_flock(path, f"pid {os.getpid()} on {socket.gethostname()}")
         except OSError as exc:
             # A full or broken state directory must not stop the checks: the item runs

@@ -62,7 +62,13 @@ def doctor(args: argparse.Namespace) -> CommandResult:
 def here(config_arg: str | None, send: bool, runner: SlurmRunner) -> list[Finding]:
     """Every check, run on this host."""
     from watchdogs.alerts.channels import build_notifier
-    from watchdogs.commands.doctor.checks import check_accounting, check_config, check_slurm, check_state_dir
+    from watchdogs.commands.doctor.checks import (
+        check_accounting,
+        check_config,
+        check_shared_folders,
+        check_slurm,
+        check_state_dir,
+    )
     from watchdogs.commands.doctor.reach import (
         channel_reach,
         channel_send,
@@ -86,6 +92,7 @@ def here(config_arg: str | None, send: bool, runner: SlurmRunner) -> list[Findin
 
     findings.append(check_homes())
     findings += check_state_dir(config.scheduler.state_dir)
+    findings += check_shared_folders(config)
     for settings in config.notifiers:
         try:
             notifier = build_notifier(settings)
