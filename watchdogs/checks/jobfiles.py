@@ -84,13 +84,16 @@ def tail_logs(paths: Sequence[Path], count: int, timeout: float) -> LogTail | No
     problems = []
     for path in paths:
         try:
-            found = probe("newest", {"pattern": glob.escape(str(path)), "tail_bytes": TAIL_BYTES},
-                          timeout, str(path))
+            found = probe("newest", {"pattern": glob.escape(str(path)), "tail_bytes": TAIL_BYTES,
+                                     "special": "report"}, timeout, str(path))
         except FsError as exc:
             problems.append(f"{path}: not readable: {exc}")
             continue
         if found is None:
             problems.append(f"{path}: no such file")
+            continue
+        if "kind" in found:
+            problems.append(f"{path} is {found['kind']}, not a log file")
             continue
         lines = last_lines(found["tail"], count)
         if lines:

@@ -121,11 +121,14 @@ class LogStaleCheck(WatchesLinkedJob, Check):
 
         pattern = str(self.opts["path"])
         progress = self.opts.get("progress")
-        found = probe("newest", {"pattern": pattern, "tail_bytes": self.opts["tail"] if progress else 0},
+        found = probe("newest", {"pattern": pattern, "tail_bytes": self.opts["tail"] if progress else 0,
+                                 "special": "report"},
                       self.opts["probe_timeout"], pattern)
         now, max_age = ctx.now.timestamp(), self.opts["max_age"]
         if found is None:
             return [_missing(pattern, now, max_age, since)], None
+        if "kind" in found:
+            return [_special(found["path"], found["kind"])], None
         verdicts = [staleness.file_age(found["path"], found["mtime"], now, max_age, since)]
         if progress is not None:
             verdicts.append(self._progress(ctx, found, since))
@@ -223,6 +226,16 @@ def _start(job: Assessment | None) -> float | None:
     if job is not None and job.running and job.running[0].start is not None:
         return job.running[0].start.timestamp()
     return None
+
+
+def _special(path: str, kind: str) -> Verdict:
+    """A FIFO, socket, directory or device where a log should be: a config problem, named
+    for what it is (never read, so never a probe blocked into "not responding")."""
+    from watchdogs.fsprobe import staleness
+
+    return staleness.Verdict(Status.UNKNOWN, f"{path} is {kind}, not a log file: it has no age "
+                                             "to judge (set path to the training's log file)",
+                             fingerprint="special")
 
 
 def _missing(pattern: str, now: float, max_age: float, since: float | None) -> Verdict:
