@@ -76,7 +76,7 @@ def test_a_failing_squeue_is_unknown_never_job_gone(tmp_path: Path) -> None:
     result = run_tick(tmp_path, job_checks("train"), runner)["train"]
     assert result.status is Status.UNKNOWN
     assert "Unable to contact slurm controller" in result.summary
-    assert "not assuming the job is gone" in result.summary
+    assert "the job is not reported as stopped until Slurm answers cleanly" in result.summary
     assert [argv[0] for argv in runner.calls] == ["squeue"]
 
 

@@ -208,20 +208,34 @@ class JobCheck(Check):
         """The verdict from the tick's snapshot; kind UNKNOWN when Slurm cannot be asked
         (log_stale and nodes call this too, for the job they are linked to)."""
         from watchdogs.slurmctl.jobstatus import assess, unknown
-        from watchdogs.slurmctl.users import resolve_users
+        from watchdogs.slurmctl.users import (
+            NOT_KNOWN_WHY,
+            UnknownUser,
+            invalid_user_in,
+            not_known,
+            resolve_users,
+        )
 
         spec = self.spec
+        # No word here may say the job ended: a cut subject or an SMS shows only its start.
         try:
             snapshot = ctx.job_snapshot(spec)
         except SlurmError as exc:
+            unknown_user = invalid_user_in(str(exc))
+            if unknown_user is not None:
+                return unknown(f"{not_known(unknown_user)}: cannot tell whether "
+                               f"jobs with {spec.describe()} run (squeue: {exc})")
             return unknown(f"cannot tell whether jobs with {spec.describe()} run: "
-                           f"{exc} (not assuming the job is gone)")
+                           f"{exc} (the job is not reported as stopped until Slurm answers cleanly)")
         if spec.users not in snapshot.users:
             try:
                 resolve_users(spec.users)
+            except UnknownUser as exc:
+                return unknown(f"{not_known(exc.name)}: cannot tell whether jobs with "
+                               f"{spec.describe()} run ({NOT_KNOWN_WHY}; fix `users` in check "
+                               f"{self.name!r})")
             except WatchdogsError as exc:
-                return unknown(f"cannot tell whether jobs with {spec.describe()} run: {exc} "
-                               "(not assuming the job is gone)")
+                return unknown(f"cannot tell whether jobs with {spec.describe()} run: {exc}")
         memory = self.memory(ctx)
         return assess(snapshot.matching(spec), ctx.now, memory.get("last_running_at"),
                       self.opts.get("max_pending"))
