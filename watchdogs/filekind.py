@@ -35,7 +35,7 @@ def kind_words(mode: int) -> str:
     return "a special file"
 
 
-class NotRegular(OSError):  # noqa: N818 - named for what the path is not, like FileNotFoundError
+class NotRegular(OSError):
     """The path exists but is not a regular file. An OSError, so a caller that already
     treats an unreadable file as "cannot read it" keeps working, now with the kind in words."""
 
