@@ -81,7 +81,9 @@ class JobCheck(Check):
         "notices": Option(subset_of(*jobnotices.KINDS), default=(),
                           help="lifecycle notices to send: started, requeued, ended"),
         "run_dir": Option(path, help="the training's run folder: its suspect nodes and restarts "
-                                     "in the alert, excluded on resubmit (docs/suspect-nodes.md)"),
+                                     "in the alert, excluded on resubmit (docs/suspect-nodes.md); "
+                                     "default: the heartbeats folder's parent when it holds a "
+                                     "recovery record"),
         "probe_timeout": Option(timeout, default=10.0, help="reading logs and checkpoints"),
     }
 

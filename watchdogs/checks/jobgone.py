@@ -202,7 +202,7 @@ def _resubmit(check: JobCheck, ctx: TickContext, summary: str, details: tuple[st
     except SlurmError as exc:
         return CheckResult(Status.CRITICAL, f"{summary}. Resubmit failed: {exc}", details,
                            context=context, fingerprint=fingerprint)
-    recovery.count_restart(check, ending.facts.job_id, decision.key, node, exclude)
+    recovery.count_restart(check, ctx, ending.facts.job_id, decision.key, node, exclude)
     ctx.store.kv_put(RESUBMITS, check.name, [*decision.recent, now])
     context["resubmitted"] = job_id
     excluding = f" excluding {', '.join(exclude)}" if exclude else ""
