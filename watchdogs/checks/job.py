@@ -190,6 +190,7 @@ class JobCheck(Check):
             self.ended_job_ids(ctx)
             self.accounting_window(ctx)
         rows = self._rows(ctx)
+        self._remember_outputs(ctx)
         causes = lifecycle.requeue_causes(self, ctx, rows)
         said = self._notices(ctx, rows, causes)
         last = (self.memory(ctx).get("job_ids") or [None])[-1]
@@ -205,6 +206,37 @@ class JobCheck(Check):
         # The lifecycle's own `ended` notice already tells a completion.
         own = () if any(n.kind == jobnotices.ENDED for n in said) else result.notices
         return dataclasses.replace(result, notices=(*said, *own))
+
+    # -- where the job's logs are, asked of Slurm while it knows the job (jobfiles) --------
+
+    def new_output_ids(self, ctx: TickContext) -> list[str]:
+        """Alive jobs whose stdout/stderr paths this check has not asked Slurm for yet (none
+        when the check's own keys name them, no tail is wanted, or another cluster is asked)."""
+        from watchdogs.checks.jobfiles import new_output_ids
+
+        opts = self.opts
+        if opts["tail_lines"] <= 0 or opts.get("cluster") or opts.get("output") or opts.get("error"):
+            return []
+        return ctx.shared(f"job-new-outputs:{self.name}",
+                          lambda: new_output_ids(self.memory(ctx), self._rows(ctx)))
+
+    def _remember_outputs(self, ctx: TickContext) -> None:
+        """Keep Slurm's paths of this check's new jobs for when they are gone (one squeue for
+        every job check of the tick); a failed call is tried again at the next look."""
+        from watchdogs.checks.jobfiles import kept_outputs, tick_outputs
+
+        ids = self.new_output_ids(ctx)
+        if not ids:
+            return
+        try:
+            asked, found = tick_outputs(ctx)
+        except WatchdogsError:
+            return
+        mine = [i for i in ids if i in asked]
+        if mine:
+            memory = self.memory(ctx)
+            memory["outputs"] = kept_outputs(memory, found, mine)
+            self.keep_memory(ctx, memory)
 
     def assess(self, ctx: TickContext) -> Assessment:
         """The verdict from the tick's snapshot; kind UNKNOWN when Slurm cannot be asked
