@@ -261,9 +261,10 @@ def kept_outputs(memory: Mapping[str, Any], found: Mapping[str, JobOutputs], ids
     jobs: a requeued job keeps its id, so its entry stays until newer jobs push it out)."""
     kept = dict(memory.get("outputs", {}))
     for job_id in ids:
+        # Asked once: a job the answer leaves out (it ended meanwhile) is not asked again;
+        # accounting and the sbatch line speak for it.
         paths = found.get(job_id)
-        if paths is not None:
-            kept[job_id] = {"stdout": paths.stdout, "stderr": paths.stderr}
+        kept[job_id] = {"stdout": paths.stdout if paths else "", "stderr": paths.stderr if paths else ""}
     newest = sorted(kept, key=lambda i: int(i) if i.isdigit() else 0)[-OUTPUTS_KEPT:]
     return {i: kept[i] for i in newest}
 
