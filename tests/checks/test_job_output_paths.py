@@ -97,7 +97,8 @@ def traceback(path: Path) -> None:
 
 def test_the_path_seen_while_the_job_ran_is_tailed_relative_and_pattern_alike(tmp_path: Path) -> None:
     traceback(tmp_path / "runs" / "train-18.out")
-    seen = {"stdout": str(tmp_path / "runs" / "train-%j.out"), "stderr": str(tmp_path / "runs" / "train-%j.out")}
+    pattern = str(tmp_path / "runs" / "train-%j.out")
+    seen = {"stdout": pattern, "stderr": pattern}
     where = where_logs(OPTS, "train", "18", seen, None, 10.0)
     assert where.source == "Slurm, while the job ran"
     tail = job_log_tail(facts(tmp_path), where, 20, 10.0)
