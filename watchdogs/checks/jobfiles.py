@@ -250,9 +250,10 @@ def tick_outputs(ctx: TickContext) -> tuple[frozenset[str], Mapping[str, JobOutp
 
 
 def new_output_ids(memory: Mapping[str, Any], rows: Sequence[JobRow]) -> list[str]:
-    """Alive jobs whose output paths the check has not asked Slurm for yet."""
+    """Running jobs whose output paths the check has not asked Slurm for yet. A queued job
+    is asked once it runs: until then it writes no log, and one that never runs needs none."""
     kept = memory.get("outputs", {})
-    return [r.raw_id for r in rows if (r.running or r.queued) and r.raw_id not in kept]
+    return [r.raw_id for r in rows if r.running and r.raw_id not in kept]
 
 
 def kept_outputs(memory: Mapping[str, Any], found: Mapping[str, JobOutputs], ids: Sequence[str]
