@@ -59,18 +59,19 @@ def ended(slurm_cluster: Path, tmp_path_factory: pytest.TempPathFactory) -> Iter
     (folder / "hog.py").write_text(HOG)
     (folder / "work" / "logs").mkdir(parents=True)
     ids = {
-        # An array task that crashes at once into `-o logs/%x-%A_%a.out`: never seen running.
-        "array": submit(f"{prefix}-array", "--array=0", f"--chdir={folder}/work", "--exclude=node2",
-                        "-o", "logs/%x-%A_%a.out", wrap=CRASH),
         "oom": submit(f"{prefix}-oom", "--mem=100M", f"--output={folder}/%x-%j.out",
                       wrap=f"python3 {folder}/hog.py"),
         "timeout": submit(f"{prefix}-timeout", "--time=1", "--output=/dev/null", wrap="sleep 300"),
         "fail": submit(f"{prefix}-fail", f"--output={folder}/%x-%j.out",
                        wrap=f"echo step 10 loss 0.3; echo HF_TOKEN={SECRET}; echo boom >&2; exit 1"),
-        "cancel": submit(f"{prefix}-cancel", "--output=/dev/null",
+        # Off node2, which stops below: a cancel on a stopped node never completes.
+        "cancel": submit(f"{prefix}-cancel", "--output=/dev/null", "--exclude=node2",
                          wrap=f"touch {folder}/cancel-started; sleep 300"),
         "nodefail": submit(f"{prefix}-nodefail", "--no-requeue", "-w", "node2", "--output=/dev/null",
                            wrap="sleep 300"),
+        # An array task that crashes at once into `-o logs/%x-%A_%a.out`: never seen running.
+        "array": submit(f"{prefix}-array", "--array=0", f"--chdir={folder}/work", "--exclude=node2",
+                        "-o", "logs/%x-%A_%a.out", wrap=CRASH),
     }
     try:
         wait_for(lambda: job_state(ids["nodefail"]) == "RUNNING", timeout=60, what="job on node2 running")
