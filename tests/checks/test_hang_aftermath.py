@@ -15,11 +15,17 @@ from datetime import datetime
 from pathlib import Path
 
 from tests.checks.conftest import tick, write_config
+from tests.checks.test_job_endings_cluster import plain
 from tests.checks.test_log_stale_hang import event
+from tests.checks.test_recovery_alerts import mail
+from tests.helpers import wait_for
+from tests.notifiers.fakes import SmtpServer
 from trainguard.hangs.record import HangEvent, append_event
 from trainguard.heartbeat import Heartbeat, write_heartbeat
+from watchdogs.alerts import build_sink
 from watchdogs.fsprobe.hangs import Aftermath, next_words, recent_hang
-from watchdogs.result import Status
+from watchdogs.result import CheckResult, Status
+from watchdogs.sink import ItemOutcome
 from watchdogs.state.store import StateStore
 
 HUNG_AT = 1_800_000_000.0
@@ -112,33 +118,46 @@ def recovery(*args: str) -> None:
 
 def test_log_stale_resolves_a_hang_with_the_summary_from_the_record_beside_the_heartbeats(
         tmp_path: Path) -> None:
-    """The templates keep heartbeat/ and recovery/ in one run folder: no run_dir key needed."""
+    """The templates keep heartbeat/ and recovery/ in one run folder: no run_dir key needed.
+    The alert mail says the template decides; the RESOLVED mail carries the summary line."""
     run, now = tmp_path / "run", time.time()
     beats = run / "heartbeat"
     beats.mkdir(parents=True)
     recovery("plan", "--run-dir", str(run), "--allocation", "node[1-3]", "--need", "2", "--job", "77")
     append_event(beats, event(now - 60, restart=0, step=64, checkpoint=49))
-    write_heartbeat(beats, 0, 64, "hung", now=now - 60, job_id="77", stalled_for=300.0)
+    write_heartbeat(beats, 0, 64, "train", now=now - 400, job_id="77")
     checks = (f'[[check]]\nname = "hung"\ntype = "log_stale"\nheartbeats = "{beats}"\n'
               'max_age = "30m"\n')
-    config = write_config(tmp_path, checks)
-    store = StateStore(config.scheduler.state_dir)
-    try:
-        write_heartbeat(beats, 0, 64, "train", now=now - 400, job_id="77")
-        first = tick(config, store, now=datetime.fromtimestamp(now).astimezone())[0]["hung"]
-        assert first.status is Status.CRITICAL, first
-        assert "the template decides: restart in place (1 spare left) or requeue" in first.summary
-        # The template restarts in place: its record, then the restarted run's heartbeats.
-        recovery("note", "--run-dir", str(run), "--job", "77", "--cause", "hang", "--nodes", "node2",
-                 "--step", "64", "--detail", "rank 1, in all_reduce")
-        recovery("restart", "--run-dir", str(run), "--job", "77", "--kind", "inplace", "--cause", "hang",
-                 "--node", "node2", "--step", "49")
-        summary = (run / "recovery" / "summary.txt").read_text().strip()
-        assert summary.startswith("node2 stopped the run at step 64")
-        write_heartbeat(beats, 0, 52, "train", now=time.time(), job_id="77")
-        later = datetime.fromtimestamp(time.time() + 5).astimezone()
-        resolved = tick(config, store, now=later)[0]["hung"]
-    finally:
-        store.close()
+    with SmtpServer() as smtp:
+        config = write_config(tmp_path, checks + mail(smtp.port))
+        store = StateStore(config.scheduler.state_dir)
+        sink = build_sink(config, store)
+
+        def look(at: float) -> CheckResult:
+            results, ctx = tick(config, store, now=datetime.fromtimestamp(at).astimezone())
+            sink.handle([ItemOutcome("hung", "check", results["hung"], ctx.now, ctx.now)], ctx.now)
+            sink.flush(ctx.now)
+            return results["hung"]
+        try:
+            first = look(now)
+            assert first.status is Status.CRITICAL, first
+            wait_for(lambda: len(smtp.received) == 1, what="the hang alert")
+            # The template restarts in place: its record, then the restarted run's heartbeats.
+            recovery("note", "--run-dir", str(run), "--job", "77", "--cause", "hang", "--nodes", "node2",
+                     "--step", "64", "--detail", "rank 1, in all_reduce")
+            recovery("restart", "--run-dir", str(run), "--job", "77", "--kind", "inplace", "--cause",
+                     "hang", "--node", "node2", "--step", "49")
+            summary = (run / "recovery" / "summary.txt").read_text().strip()
+            assert summary.startswith("node2 stopped the run at step 64")
+            write_heartbeat(beats, 0, 52, "train", now=time.time(), job_id="77")
+            resolved = look(time.time() + 5)
+            wait_for(lambda: len(smtp.received) == 2, what="the RESOLVED mail")
+        finally:
+            store.close()
     assert resolved.status is Status.OK, resolved
     assert resolved.summary.startswith(f"recovered from the hang at step 64 (job 77, restart 0): {summary}")
+    alert, done = (" ".join(plain(m.message).split()) for m in smtp.received)
+    assert "the template decides: restart in place (1 spare left) or requeue" in alert, alert
+    assert "exiting 140 (requeue)" not in alert
+    assert "RESOLVED" in smtp.received[1].message["Subject"], smtp.received[1].message["Subject"]
+    assert " ".join(summary.split()) in done, done
