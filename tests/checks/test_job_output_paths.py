@@ -5,6 +5,7 @@ instead of a guessed file. Recorded output of the dev cluster's releases and rea
 no cluster (test_job_output_paths_cluster.py runs the crash on each release)."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -84,9 +85,10 @@ def test_patterns_expand_for_a_job_and_an_array_task() -> None:
 OPTS: dict[str, Any] = {"tail_lines": 20, "probe_timeout": 10.0}
 
 
-def facts(tmp_path: Path, job_id: str = "18", name: str = "train") -> EndFacts:
+def facts(tmp_path: Path, job_id: str = "18", name: str = "train", uid: int | None = None
+          ) -> EndFacts:
     return EndFacts(job_id, name, "FAILED", "sacct", "1:0", nodelist="node1", owner="alice",
-                    workdir=str(tmp_path))
+                    workdir=str(tmp_path), uid=os.geteuid() if uid is None else uid)
 
 
 def traceback(path: Path) -> None:
@@ -151,3 +153,17 @@ def test_a_wrapped_command_without_o_writes_slurms_default(tmp_path: Path) -> No
     assert where == Where(None, None, "the sbatch command line", default_ok=True)
     tail = job_log_tail(facts(tmp_path), where, 20, 10.0)
     assert tail is not None and tail["path"] == str(tmp_path / "slurm-18.out")
+
+
+def test_a_log_the_jobs_user_does_not_own_is_named_not_quoted(tmp_path: Path) -> None:
+    """The path comes from the job (its -o, its folder): a link to someone else's file must
+    not put that file's end into an alert."""
+    traceback(tmp_path / "train-18.out")
+    where = where_logs({**OPTS, "output": "train-%j.out"}, "train", "18", None, None, 10.0)
+    other = os.geteuid() + 4242
+    tail = job_log_tail(facts(tmp_path, uid=other), where, 20, 10.0)
+    assert tail is not None and tail["lines"] == []
+    assert tail["problem"] == (f"{tmp_path}/train-18.out: not quoted: owned by uid {os.geteuid()}, "
+                               f"not by the job's user (uid {other})")
+    mine = job_log_tail(facts(tmp_path), where, 20, 10.0)
+    assert mine is not None and mine["lines"][-1] == "ValueError: loss is nan"

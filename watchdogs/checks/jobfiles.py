@@ -83,8 +83,12 @@ def _cap(line: str, cap: int) -> str:
     return line if len(line) <= cap else line[:cap - 1] + "…"
 
 
-def tail_logs(paths: Sequence[Path], count: int, timeout: float) -> LogTail | None:
-    """The tail of the first of `paths` (stderr first) that exists and is not empty."""
+def tail_logs(paths: Sequence[Path], count: int, timeout: float, owner: int | None = None
+              ) -> LogTail | None:
+    """The tail of the first of `paths` (stderr first) that exists and is not empty.
+    `owner`: the job's uid: Slurm writes a job's log as its user, and the path comes from the
+    job (its -o, its folder), so a file someone else owns (a link to another user's file) is
+    named, never quoted into an alert."""
     problems = []
     for path in paths:
         try:
@@ -98,6 +102,10 @@ def tail_logs(paths: Sequence[Path], count: int, timeout: float) -> LogTail | No
             continue
         if "kind" in found:
             problems.append(f"{path} is {found['kind']}, not a log file")
+            continue
+        if owner is not None and found.get("uid", owner) != owner:
+            problems.append(f"{path}: not quoted: owned by uid {found['uid']}, not by the job's "
+                            f"user (uid {owner})")
             continue
         lines = last_lines(found["tail"], count)
         if lines:
@@ -212,7 +220,7 @@ def job_log_tail(facts: EndFacts, where: Where, count: int, timeout: float) -> d
     array = facts.job_id.split("_", 1) if "_" in facts.job_id else ["", ""]
     names = JobNames(facts.job_id, facts.name, facts.owner, first, array[0], array[1])
     paths = log_paths(where.output, where.error, names, facts.workdir, default=where.default_ok)
-    found = tail_logs(paths, count, timeout)
+    found = tail_logs(paths, count, timeout, facts.uid)
     return None if found is None else {"path": found.path, "lines": list(found.lines),
                                        "problem": found.problem, "older": found.older}
 

@@ -52,7 +52,7 @@ def op_newest(pattern: str, tail_bytes: int = 0, special: str = "raise") -> dict
         except OSError:
             continue
         if stat.S_ISREG(st.st_mode):
-            stats.append((st.st_mtime, path, st.st_size))
+            stats.append((st.st_mtime, path, st.st_size, st.st_uid))
         else:
             odd.append((st.st_mtime, path, kind_words(st.st_mode)))
     if not stats:
@@ -62,11 +62,12 @@ def op_newest(pattern: str, tail_bytes: int = 0, special: str = "raise") -> dict
         if special == "report":
             return {"path": path, "kind": kind}
         raise NotRegular(path, kind)
-    mtime, path, size = max(stats)
+    mtime, path, size, uid = max(stats)
     if tail_bytes <= 0:
-        return {"path": path, "mtime": mtime, "size": size, "tail": ""}
+        return {"path": path, "mtime": mtime, "size": size, "uid": uid, "tail": ""}
     data, size = _tail(path, tail_bytes)
-    return {"path": path, "mtime": mtime, "size": size, "tail": data.decode("utf-8", errors="replace")}
+    return {"path": path, "mtime": mtime, "size": size, "uid": uid,
+            "tail": data.decode("utf-8", errors="replace")}
 
 
 def _tail(path: str, tail_bytes: int) -> tuple[bytes, int]:
