@@ -110,7 +110,7 @@ def test_unreachable_controller_is_unknown_never_job_gone(slurm_cluster: Path, t
     result = tick(config, store, env=env)[0]["train"]
     assert result.status is Status.UNKNOWN
     assert "Unable to contact slurm controller" in result.summary
-    assert "not assuming the job is gone" in result.summary
+    assert "the job is not reported as stopped until Slurm answers cleanly" in result.summary
 
 
 @pytest.fixture(scope="module")

@@ -17,8 +17,13 @@ import pytest
 
 from tests.checks.conftest import Jobs, tick, write_config
 from tests.checks.test_job import one_check, unique
+from tests.checks.test_job_endings_cluster import plain
+from tests.checks.test_recovery_alerts import mail
 from tests.helpers import accounted, job_state, sh, wait_for
+from tests.notifiers.fakes import SmtpServer
+from watchdogs.alerts import build_sink
 from watchdogs.result import Status
+from watchdogs.sink import ItemOutcome
 from watchdogs.state.store import StateStore
 
 pytestmark = pytest.mark.slurm
@@ -67,7 +72,7 @@ def test_squeue_wrapper_that_prints_a_warning_instead_of_the_listing_is_unknown_
     assert result.status is Status.UNKNOWN, result.summary
     assert "cannot tell whether jobs with name" in result.summary
     assert "squeue printed a line that does not parse: 'squeue: site notice" in result.summary
-    assert "not assuming the job is gone" in result.summary
+    assert "gone" not in result.summary
     assert "Resubmitted" not in result.summary
 
 
@@ -89,9 +94,44 @@ def test_unknown_user_is_unknown_in_words_and_nothing_is_resubmitted(
     result = tick(config, store)[0]["train"]
     assert live_copies(name) == [running]
     assert result.status is Status.UNKNOWN
-    assert f"cannot tell whether jobs with name {name!r} of nosuchuser run" in result.summary
-    assert "no such user 'nosuchuser'" in result.summary
-    assert "not assuming the job is gone" in result.summary
+    assert result.summary.startswith("Slurm does not know user nosuchuser: cannot tell whether jobs "
+                                     f"with name {name!r} of nosuchuser run"), result.summary
+    assert "gone" not in result.summary
+
+
+def test_unknown_user_alert_delivered_says_slurm_does_not_know_and_never_gone(
+        tmp_path: Path, jobs: Jobs) -> None:
+    """Issue 37 item 3, as delivered: the job check and the checks linked to it (log_stale,
+    nodes) mail UNKNOWN with the words, and no subject or body says "gone" (a cut subject
+    or an SMS shows only the start of a summary)."""
+    name = unique("typomail", tmp_path)
+    running = jobs.submit(name=name)
+    wait_for(lambda: job_state(running) == "RUNNING", timeout=90, what="training running")
+    log = tmp_path / "train.log"
+    log.write_text("step 1\n")
+    os.utime(log, (1, 1))  # stale: the linked log_stale judges it while the job may run
+    checks = (f'[[check]]\nname = "train"\ntype = "job"\njob_name = "{name}"\nusers = "nosuchuser"\n'
+              f'[[check]]\nname = "train-log"\ntype = "log_stale"\njob = "train"\npath = "{log}"\n'
+              f'[[check]]\nname = "train-nodes"\ntype = "nodes"\njob = "train"\n')
+    with SmtpServer() as smtp:
+        cfg = write_config(tmp_path, checks + mail(smtp.port))
+        db = StateStore(cfg.scheduler.state_dir)
+        try:
+            results, ctx = tick(cfg, db)
+            sink = build_sink(cfg, db)
+            sink.handle([ItemOutcome(n, "check", r, ctx.now, ctx.now) for n, r in results.items()], ctx.now)
+            sink.flush(ctx.now)
+        finally:
+            db.close()
+        wait_for(lambda: smtp.received, timeout=30, what="the alert mail")
+    assert {n: r.status for n, r in results.items()} == {n: Status.UNKNOWN for n in results}, results
+    texts = [m.message["Subject"] + "\n" + plain(m.message) for m in smtp.received]
+    flat = " ".join(" ".join(texts).split())
+    for check in ("train", "train-log", "train-nodes"):
+        assert f"UNKNOWN: {check}" in flat, flat
+    assert "Slurm does not know user nosuchuser" in flat, flat
+    assert "gone" not in flat.lower(), flat
+    assert live_copies(name) == [running]
 
 
 def test_second_look_before_resubmitting_finds_the_training_and_submits_nothing(
@@ -132,5 +172,5 @@ def test_validate_refuses_a_user_or_group_that_does_not_exist(tmp_path: Path) ->
     assert out.returncode == 2, out.stdout + out.stderr
     text = out.stdout + out.stderr
     assert f"{path}: check \"train\": key 'users'" in text
-    assert "no such user 'nosuchuser'" in text
+    assert "Slurm does not know user nosuchuser (no such user 'nosuchuser' on this host)" in text
     assert "no such Unix group 'nosuchgroup'" in text

@@ -32,6 +32,8 @@ pytestmark = pytest.mark.slurm
 HOG = ("import time\nblocks = []\nfor _ in range(100):\n"
        "    blocks.append(bytearray(20 * 2**20)); time.sleep(0.05)\nprint('survived')\n")
 SECRET = "hf_" + "s3cr3t" * 5
+CRASH = ("printf 'step 40 loss 2.1\\nTraceback (most recent call last):\\n  File train.py, line 9\\n"
+         "ValueError: loss is nan\\n' >&2; exit 1")
 
 
 @dataclass
@@ -55,16 +57,21 @@ def ended(slurm_cluster: Path, tmp_path_factory: pytest.TempPathFactory) -> Iter
     folder = tmp_path_factory.mktemp("endings")
     prefix = f"wdend{os.getpid()}"
     (folder / "hog.py").write_text(HOG)
+    (folder / "work" / "logs").mkdir(parents=True)
     ids = {
         "oom": submit(f"{prefix}-oom", "--mem=100M", f"--output={folder}/%x-%j.out",
                       wrap=f"python3 {folder}/hog.py"),
         "timeout": submit(f"{prefix}-timeout", "--time=1", "--output=/dev/null", wrap="sleep 300"),
         "fail": submit(f"{prefix}-fail", f"--output={folder}/%x-%j.out",
                        wrap=f"echo step 10 loss 0.3; echo HF_TOKEN={SECRET}; echo boom >&2; exit 1"),
-        "cancel": submit(f"{prefix}-cancel", "--output=/dev/null",
+        # Off node2, which stops below: a cancel on a stopped node never completes.
+        "cancel": submit(f"{prefix}-cancel", "--output=/dev/null", "--exclude=node2",
                          wrap=f"touch {folder}/cancel-started; sleep 300"),
         "nodefail": submit(f"{prefix}-nodefail", "--no-requeue", "-w", "node2", "--output=/dev/null",
                            wrap="sleep 300"),
+        # An array task that crashes at once into `-o logs/%x-%A_%a.out`: never seen running.
+        "array": submit(f"{prefix}-array", "--array=0", f"--chdir={folder}/work", "--exclude=node2",
+                        "-o", "logs/%x-%A_%a.out", wrap=CRASH),
     }
     try:
         wait_for(lambda: job_state(ids["nodefail"]) == "RUNNING", timeout=60, what="job on node2 running")
@@ -79,6 +86,18 @@ def ended(slurm_cluster: Path, tmp_path_factory: pytest.TempPathFactory) -> Iter
         dev_cluster("node-start", "node2")
         wait_for(lambda: sh("sinfo", "-h", "-n", "node2", "-o", "%T").strip() == "idle", timeout=90,
                  what="node2 back in service")
+
+
+def mail_channel(port: int) -> str:
+    return textwrap.dedent(f"""
+        [[notify]]
+        name = "mail"
+        type = "email"
+        host = "127.0.0.1"
+        port = {port}
+        sender = "w@example.org"
+        to = "ops@example.org"
+        """)
 
 
 def config(tmp_path: Path, name: str, **opts: object) -> str:
@@ -111,6 +130,48 @@ def test_a_failure_at_once_is_explained_with_its_log_and_not_resubmitted(
     assert f"last lines of {ended.folder}/{name}-{job}.out:" in result.details
     assert "boom" in result.details and "HF_TOKEN=***" in result.details
     assert SECRET not in "\n".join(result.details)
+
+
+def test_a_crash_alert_mails_the_traceback_from_the_real_o_file_seen_while_running(
+        ended: Ended, tmp_path: Path) -> None:
+    """Issue 36: `sbatch -o train-%j.out` (relative), no `output` key: Slurm's path, asked
+    while the job ran, is the one tailed; the delivered mail holds the traceback's last line."""
+    name, work = f"{ended.prefix}-crash", ended.folder / "work"
+    # Off node2, which this module's node failure stops.
+    job = submit(name, f"--chdir={work}", "--exclude=node2", "-o", "train-%j.out",
+                 wrap=f"while [ ! -e {ended.folder}/go ]; do sleep 0.2; done; {CRASH}")
+    ended.ids["crash"] = job  # cancelled at the module's end whatever happens
+    wait_for(lambda: job_state(job) == "RUNNING", timeout=60, what="the training running")
+    with SmtpServer() as smtp:
+        cfg = write_config(tmp_path, config(tmp_path, name) + mail_channel(smtp.port))
+        store = StateStore(cfg.scheduler.state_dir)
+        try:
+            assert tick(cfg, store)[0]["train"].status is Status.OK  # seen running
+            (ended.folder / "go").touch()
+            wait_for(lambda: accounted(job), timeout=60, what="accounting has the crash")
+            results, ctx = tick(cfg, store)
+            sink = build_sink(cfg, store)
+            sink.handle([ItemOutcome("train", "check", results["train"], ctx.now, ctx.now)], ctx.now)
+            sink.flush(ctx.now)
+        finally:
+            store.close()
+        wait_for(lambda: smtp.received, timeout=30, what="the crash alert")
+    text = " ".join(plain(smtp.received[0].message).split())
+    assert f"{name} (job {job}) failed" in text, text
+    assert f"last lines of {ended.folder}/work/train-{job}.out" in text, text
+    assert "ValueError: loss is nan" in text, text
+
+
+def test_an_array_task_never_seen_running_is_tailed_from_accountings_record(
+        ended: Ended, tmp_path: Path, store: StateStore) -> None:
+    """`-o logs/%x-%A_%a.out`, gone before the first look: 24.11+ from sacct StdOut, 22.05
+    from the recorded sbatch line's -o, relative to the job's working folder."""
+    name, job = f"{ended.prefix}-array", ended.ids["array"]
+    wait_for(lambda: accounted(f"{job}_0"), timeout=60, what="accounting has the array task")
+    result = tick(write_config(tmp_path, config(tmp_path, name)), store)[0]["train"]
+    assert result.status is Status.CRITICAL, result.summary
+    assert f"last lines of {ended.folder}/work/logs/{name}-{job}_0.out:" in result.details, result.details
+    assert "ValueError: loss is nan" in result.details
 
 
 def test_a_cancel_by_the_owner_says_who_and_is_not_resubmitted(
@@ -200,9 +261,11 @@ def test_twenty_checks_with_ended_jobs_ask_accounting_once(ended: Ended, tmp_pat
     folder, log = shim(tmp_path, "sacct", "scontrol", "squeue")
     results = tick(write_config(tmp_path, body), store, env={"PATH": f"{folder}:{os.environ['PATH']}"})[0]
     calls = [c for c in log.read_text().split("\n") if c.strip()]
-    assert [c.split()[0] for c in calls] == ["squeue", "sacct"], calls
+    # `sacct --helpformat`: which output fields this release offers, asked once a day.
+    assert calls == [calls[0], "sacct --helpformat", calls[2]], calls
+    assert [c.split()[0] for c in calls] == ["squeue", "sacct", "sacct"], calls
     # Every check's job is gone: one sacct asks for every run of their names since the look.
-    asked = calls[1].split(" --name=", 1)[1].split()[0].split(",")
+    asked = calls[2].split(" --name=", 1)[1].split()[0].split(",")
     assert sorted(asked) == sorted(names)
     assert all(results[f"c{i}"].context.get("ending") for i in range(3))
 

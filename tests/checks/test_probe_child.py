@@ -36,5 +36,6 @@ def test_the_probe_child_starts_without_site_and_loads_only_the_standard_library
     loaded = {line.rsplit("|", 1)[1].strip() for line in out.stderr.splitlines() if "|" in line}
     assert "site" not in loaded
     ours = {m for m in loaded if m.split(".")[0] in ("watchdogs", "trainguard", "notifiers")}
-    assert ours == {"watchdogs", "watchdogs.fsprobe", "watchdogs.fsprobe.worker"}
+    # watchdogs.filekind (os and stat only): a match is judged by its kind before it is read.
+    assert ours == {"watchdogs", "watchdogs.fsprobe", "watchdogs.fsprobe.worker", "watchdogs.filekind"}
     assert not loaded & {"psutil", "jinja2", "requests", "subprocess", "dataclasses", "pathlib"}

@@ -31,7 +31,8 @@ class Recorded:
     def __call__(self, argv: Sequence[str], timeout: float = DEFAULT_TIMEOUT_S,
                  env: Mapping[str, str] | None = None, input_text: str | None = None) -> SlurmReply:
         self.calls.append(tuple(argv))
-        reply = self.replies[argv[0]]
+        asks_outputs = f"{argv[0]} -O"  # the once-per-job question for stdout/stderr paths
+        reply = self.replies[asks_outputs if "-O" in argv and asks_outputs in self.replies else argv[0]]
         if isinstance(reply, SlurmError):
             raise reply
         return SlurmReply(tuple(argv), reply, "")
@@ -57,11 +58,19 @@ def run_tick(tmp_path: Path, body: str, runner: Recorded) -> dict[str, CheckResu
         store.close()
 
 
+# squeue -O JobID,StdOut,StdErr of those jobs (22.05: patterns, made absolute by sbatch).
+OUTPUTS = ("47\x1f/home/u/runs/train-%j.out\x1f/home/u/runs/train-%j.out\x1f\n"
+           "48\x1f/home/u/runs/slurm-%j.out\x1f/home/u/runs/slurm-%j.out\x1f\n")
+
+
 def test_running_and_held_jobs_are_judged_from_one_recorded_squeue(tmp_path: Path) -> None:
-    runner = Recorded({"squeue": recording("squeue-running-and-held.txt")})
+    runner = Recorded({"squeue": recording("squeue-running-and-held.txt"), "squeue -O": OUTPUTS})
     results = run_tick(tmp_path, job_checks("train", "held"), runner)
-    assert [argv[0] for argv in runner.calls] == ["squeue"]
+    # The listing, and one question for the log paths of the new running job (asked once in
+    # its life; the held job is asked when it runs).
+    assert [argv[0] for argv in runner.calls] == ["squeue", "squeue"]
     assert "--name=wd-rec-held,wd-rec-train" in runner.calls[0]
+    assert "--jobs=47" in runner.calls[1]
     train, held = results["train"], results["held"]
     assert train.status is Status.OK and train.fingerprint == "running"
     assert train.summary.startswith("running: wd-rec-train (job 47) on node1")
@@ -70,13 +79,27 @@ def test_running_and_held_jobs_are_judged_from_one_recorded_squeue(tmp_path: Pat
     assert "held by its user (release with `scontrol release 48`)" in held.summary
 
 
+def test_the_log_paths_of_a_job_are_asked_once_in_its_life_and_kept(tmp_path: Path) -> None:
+    runner = Recorded({"squeue": recording("squeue-running-and-held.txt"), "squeue -O": OUTPUTS})
+    run_tick(tmp_path, job_checks("train", "held"), runner)
+    runner.calls.clear()
+    run_tick(tmp_path, job_checks("train", "held"), runner)
+    assert [argv[0] for argv in runner.calls] == ["squeue"]  # the tick's one listing, no more
+    store = StateStore(tmp_path / "state")
+    try:
+        kept = store.kv_get("check.job", "train")["outputs"]
+    finally:
+        store.close()
+    assert kept == {"47": {"stdout": "/home/u/runs/train-%j.out", "stderr": "/home/u/runs/train-%j.out"}}
+
+
 def test_a_failing_squeue_is_unknown_never_job_gone(tmp_path: Path) -> None:
     runner = Recorded({"squeue": SlurmError("squeue failed (exit 1): slurm_load_jobs error: "
                                             "Unable to contact slurm controller (connect failure)")})
     result = run_tick(tmp_path, job_checks("train"), runner)["train"]
     assert result.status is Status.UNKNOWN
     assert "Unable to contact slurm controller" in result.summary
-    assert "not assuming the job is gone" in result.summary
+    assert "the job is not reported as stopped until Slurm answers cleanly" in result.summary
     assert [argv[0] for argv in runner.calls] == ["squeue"]
 
 

@@ -9,8 +9,6 @@ import subprocess
 import sys
 from datetime import datetime, timedelta
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
 
 import pytest
 
@@ -36,12 +34,13 @@ def test_the_record_is_read_again_only_when_it_changed_or_its_reading_is_old(
         reads.append(run_dir)
         return real(run_dir, timeout)
     monkeypatch.setattr(recoveryrecord, "read", counted)
-    check: Any = SimpleNamespace(name="train", opts={"run_dir": run, "probe_timeout": 10.0})
     start = datetime.now().astimezone()
 
     def look(after_s: float) -> Record:
         ctx = TickContext(start + timedelta(seconds=after_s), store, [], None, None)
-        return read_if_changed(check, ctx, run)
+        record = read_if_changed("train", 10.0, ctx, run)
+        assert record is not None
+        return record
 
     first = look(0)
     assert len(reads) == 1 and [e["kind"] for e in first.entries] == ["suspect"]

@@ -81,7 +81,9 @@ class JobCheck(Check):
         "notices": Option(subset_of(*jobnotices.KINDS), default=(),
                           help="lifecycle notices to send: started, requeued, ended"),
         "run_dir": Option(path, help="the training's run folder: its suspect nodes and restarts "
-                                     "in the alert, excluded on resubmit (docs/suspect-nodes.md)"),
+                                     "in the alert, excluded on resubmit (docs/suspect-nodes.md); "
+                                     "default: the heartbeats folder's parent when it holds a "
+                                     "recovery record"),
         "probe_timeout": Option(timeout, default=10.0, help="reading logs and checkpoints"),
     }
 
@@ -188,6 +190,7 @@ class JobCheck(Check):
             self.ended_job_ids(ctx)
             self.accounting_window(ctx)
         rows = self._rows(ctx)
+        self._remember_outputs(ctx)
         causes = lifecycle.requeue_causes(self, ctx, rows)
         said = self._notices(ctx, rows, causes)
         last = (self.memory(ctx).get("job_ids") or [None])[-1]
@@ -204,24 +207,69 @@ class JobCheck(Check):
         own = () if any(n.kind == jobnotices.ENDED for n in said) else result.notices
         return dataclasses.replace(result, notices=(*said, *own))
 
+    # -- where the job's logs are, asked of Slurm while it knows the job (jobfiles) --------
+
+    def new_output_ids(self, ctx: TickContext) -> list[str]:
+        """Alive jobs whose stdout/stderr paths this check has not asked Slurm for yet (none
+        when the check's own keys name them, no tail is wanted, or another cluster is asked)."""
+        from watchdogs.checks.jobfiles import new_output_ids
+
+        opts = self.opts
+        if opts["tail_lines"] <= 0 or opts.get("cluster") or opts.get("output") or opts.get("error"):
+            return []
+        return ctx.shared(f"job-new-outputs:{self.name}",
+                          lambda: new_output_ids(self.memory(ctx), self._rows(ctx)))
+
+    def _remember_outputs(self, ctx: TickContext) -> None:
+        """Keep Slurm's paths of this check's new jobs for when they are gone (one squeue for
+        every job check of the tick); a failed call is tried again at the next look."""
+        from watchdogs.checks.jobfiles import kept_outputs, tick_outputs
+
+        ids = self.new_output_ids(ctx)
+        if not ids:
+            return
+        try:
+            asked, found = tick_outputs(ctx)
+        except WatchdogsError:
+            return
+        mine = [i for i in ids if i in asked]
+        if mine:
+            memory = self.memory(ctx)
+            memory["outputs"] = kept_outputs(memory, found, mine)
+            self.keep_memory(ctx, memory)
+
     def assess(self, ctx: TickContext) -> Assessment:
         """The verdict from the tick's snapshot; kind UNKNOWN when Slurm cannot be asked
         (log_stale and nodes call this too, for the job they are linked to)."""
         from watchdogs.slurmctl.jobstatus import assess, unknown
-        from watchdogs.slurmctl.users import resolve_users
+        from watchdogs.slurmctl.users import (
+            NOT_KNOWN_WHY,
+            UnknownUser,
+            invalid_user_in,
+            not_known,
+            resolve_users,
+        )
 
         spec = self.spec
+        # No word here may say the job ended: a cut subject or an SMS shows only its start.
         try:
             snapshot = ctx.job_snapshot(spec)
         except SlurmError as exc:
+            unknown_user = invalid_user_in(str(exc))
+            if unknown_user is not None:
+                return unknown(f"{not_known(unknown_user)}: cannot tell whether "
+                               f"jobs with {spec.describe()} run (squeue: {exc})")
             return unknown(f"cannot tell whether jobs with {spec.describe()} run: "
-                           f"{exc} (not assuming the job is gone)")
+                           f"{exc} (the job is not reported as stopped until Slurm answers cleanly)")
         if spec.users not in snapshot.users:
             try:
                 resolve_users(spec.users)
+            except UnknownUser as exc:
+                return unknown(f"{not_known(exc.name)}: cannot tell whether jobs with "
+                               f"{spec.describe()} run ({NOT_KNOWN_WHY}; fix `users` in check "
+                               f"{self.name!r})")
             except WatchdogsError as exc:
-                return unknown(f"cannot tell whether jobs with {spec.describe()} run: {exc} "
-                               "(not assuming the job is gone)")
+                return unknown(f"cannot tell whether jobs with {spec.describe()} run: {exc}")
         memory = self.memory(ctx)
         return assess(snapshot.matching(spec), ctx.now, memory.get("last_running_at"),
                       self.opts.get("max_pending"))

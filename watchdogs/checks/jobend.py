@@ -22,7 +22,13 @@ from watchdogs.errors import SlurmError
 from watchdogs.slurmctl.backoff import guarded
 from watchdogs.slurmctl.ending import EndFacts, Ending, Progress, classify, explain
 from watchdogs.slurmctl.hostlist import expand
-from watchdogs.slurmctl.sacct import AcctRecord, run_sacct, run_sacct_window
+from watchdogs.slurmctl.sacct import (
+    AcctRecord,
+    helpformat_argv,
+    offered,
+    run_sacct,
+    run_sacct_window,
+)
 from watchdogs.slurmctl.sinfo import run_sinfo
 from watchdogs.slurmctl.snapshot import SLURM_TIMEOUT_S
 from watchdogs.slurmctl.squeue import JobRow
@@ -30,6 +36,12 @@ from watchdogs.slurmctl.squeue import JobRow
 # sacct is asked for at most this long: a slow slurmdbd degrades the words, never the tick.
 SACCT_TIMEOUT_S = 15.0
 KEEP_EXPLAINED = 10
+# Which optional fields (StdOut, StdErr, SubmitLine) this release's sacct offers: asked with
+# `sacct --helpformat` once a day (an hour after a failure), kept in the state store, so the
+# tick's one sacct asks only for fields that exist.
+FIELDS_MEMORY = "slurm.sacct.fields"
+FIELDS_RECHECK_S = 86400.0
+FIELDS_RETRY_S = 3600.0
 
 
 @dataclass(frozen=True)
@@ -78,19 +90,43 @@ def needed_windows(ctx: TickContext) -> list[Window]:
     return found
 
 
+def sacct_extra(ctx: TickContext) -> tuple[str, ...]:
+    """The optional fields to ask this release's sacct for (see FIELDS_MEMORY)."""
+    return ctx.shared("sacct-fields", lambda: _offered(ctx))
+
+
+def _offered(ctx: TickContext) -> tuple[str, ...]:
+    now = ctx.now.timestamp()
+    kept = ctx.store.kv_get(FIELDS_MEMORY, "offered", {})
+    if kept and 0 <= now - float(kept.get("at", 0)) < float(kept.get("for", FIELDS_RECHECK_S)):
+        return tuple(kept.get("fields", ()))
+    try:
+        reply = ctx.runner(helpformat_argv(), timeout=SACCT_TIMEOUT_S, env=ctx.slurm_env())
+    except SlurmError:
+        # The tick's sacct will say what is wrong; the base fields serve meanwhile.
+        ctx.store.kv_put(FIELDS_MEMORY, "offered", {"at": now, "for": FIELDS_RETRY_S, "fields": []})
+        return ()
+    fields = offered(reply.stdout)
+    ctx.store.kv_put(FIELDS_MEMORY, "offered", {"at": now, "for": FIELDS_RECHECK_S, "fields": list(fields)})
+    return fields
+
+
 def _fetch(ctx: TickContext, ids: Sequence[str], windows: Sequence[Window] = ()) -> AcctAnswer:
     """One sacct: by time window when a check needs one (its job is gone, or it asks how jobs
     it saw alive ended: each check's window covers its ids), else by job ids."""
+    if not ids and not windows:
+        return AcctAnswer(frozenset(), {})
+    extra = sacct_extra(ctx)
     if not windows:
         records = guarded(ctx.store, "sacct", ctx.now.timestamp(),
-                          lambda: run_sacct(ids, SACCT_TIMEOUT_S, ctx.slurm_env(), ctx.runner))
+                          lambda: run_sacct(ids, SACCT_TIMEOUT_S, ctx.slurm_env(), ctx.runner, extra))
         return AcctAnswer(frozenset(ids), records)
     since = datetime.fromtimestamp(min(w.since for w in windows)).astimezone()
     names = None if any(w.names is None for w in windows) else {n for w in windows for n in w.names or ()}
     users = None if any(w.users is None for w in windows) else {u for w in windows for u in w.users or ()}
     records = guarded(ctx.store, "sacct", ctx.now.timestamp(),
                       lambda: run_sacct_window(since, names, users, SACCT_TIMEOUT_S,
-                                               ctx.slurm_env(), ctx.runner))
+                                               ctx.slurm_env(), ctx.runner, extra))
     return AcctAnswer(frozenset(ids) | frozenset(records), records, tuple(windows))
 
 

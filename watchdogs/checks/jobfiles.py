@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import glob
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,10 +17,14 @@ from watchdogs import humanize
 from watchdogs.fsprobe.bounded import FsError, probe
 from watchdogs.slurmctl.ending import EndFacts, Progress
 from watchdogs.slurmctl.hostlist import expand
-from watchdogs.slurmctl.outputs import JobNames, log_paths, script_patterns
+from watchdogs.slurmctl.outputs import JobNames, log_paths, script_patterns, submit_line_patterns
 
 if TYPE_CHECKING:
     from trainguard.heartbeat import Heartbeat
+    from watchdogs.checks.context import TickContext
+    from watchdogs.slurmctl.jobinfo import JobOutputs
+    from watchdogs.slurmctl.sacct import AcctRecord
+    from watchdogs.slurmctl.squeue import JobRow
 
 MASK = "***"
 # Who stopped a run that exited 0, by trainguard's cause label: the kill switch by default, a
@@ -79,18 +83,29 @@ def _cap(line: str, cap: int) -> str:
     return line if len(line) <= cap else line[:cap - 1] + "…"
 
 
-def tail_logs(paths: Sequence[Path], count: int, timeout: float) -> LogTail | None:
-    """The tail of the first of `paths` (stderr first) that exists and is not empty."""
+def tail_logs(paths: Sequence[Path], count: int, timeout: float, owner: int | None = None
+              ) -> LogTail | None:
+    """The tail of the first of `paths` (stderr first) that exists and is not empty.
+    `owner`: the job's uid: Slurm writes a job's log as its user, and the path comes from the
+    job (its -o, its folder), so a file someone else owns (a link to another user's file) is
+    named, never quoted into an alert."""
     problems = []
     for path in paths:
         try:
-            found = probe("newest", {"pattern": glob.escape(str(path)), "tail_bytes": TAIL_BYTES},
-                          timeout, str(path))
+            found = probe("newest", {"pattern": glob.escape(str(path)), "tail_bytes": TAIL_BYTES,
+                                     "special": "report"}, timeout, str(path))
         except FsError as exc:
             problems.append(f"{path}: not readable: {exc}")
             continue
         if found is None:
             problems.append(f"{path}: no such file")
+            continue
+        if "kind" in found:
+            problems.append(f"{path} is {found['kind']}, not a log file")
+            continue
+        if owner is not None and found.get("uid", owner) != owner:
+            problems.append(f"{path}: not quoted: owned by uid {found['uid']}, not by the job's "
+                            f"user (uid {owner})")
             continue
         lines = last_lines(found["tail"], count)
         if lines:
@@ -153,24 +168,121 @@ def _stopped_by(heartbeats: Path, beats: list[Heartbeat], job_id: str,
     return STOP_WORDS.get(label, f"trainguard ({label.replace('_', ' ')})")
 
 
-def job_log_tail(facts: EndFacts, output: str | None, error: str | None, script: Path | None,
-                 count: int, timeout: float) -> dict[str, Any] | None:
-    """The tail of a finished job's stderr/stdout: the patterns given, else the resubmit
-    script's `#SBATCH --output/--error`, else Slurm's default, in the job's working folder."""
-    if output is None and error is None and script is not None:
-        output, error = _script_patterns(script, timeout)
+@dataclass(frozen=True)
+class Where:
+    """Where a finished job's stdout/stderr went (patterns), who said so, and, when nobody
+    can, why and which key to set (never a guessed file)."""
+
+    output: str | None
+    error: str | None
+    source: str
+    unknown: str = ""
+    default_ok: bool = False
+    """No -o/-e was given (Slurm's record or the batch script shows it): slurm-%j.out."""
+
+
+def where_logs(opts: Mapping[str, Any], check_name: str, job_id: str, seen: Mapping[str, Any] | None,
+               record: AcctRecord | None, timeout: float) -> Where:
+    """The patterns of `job_id`'s logs, from the most certain source (watchdogs.slurmctl.outputs):
+    the check's keys, Slurm's paths seen while the job was known (`seen`), accounting's
+    StdOut/StdErr, the recorded sbatch line, the resubmit script's #SBATCH lines."""
+    output, error = opts.get("output"), opts.get("error")
+    if output is not None or error is not None:
+        return Where(output, error, "the check's output/error keys", default_ok=True)
+    if seen and (seen.get("stdout") or seen.get("stderr")):
+        return Where(seen.get("stdout") or None, seen.get("stderr") or None, "Slurm, while the job ran")
+    if record is not None and (record.stdout or record.stderr):
+        return Where(record.stdout or None, record.stderr or None, "accounting")
+    line = submit_line_patterns(record.submit_line) if record is not None else None
+    if line is not None and (line.output or line.error):
+        return Where(line.output, line.error, "the sbatch command line")
+    script = opts.get("resubmit")
+    if script is not None:
+        found = _script_patterns(script, timeout)
+        if found is not None:
+            return Where(*found, "the batch script", default_ok=True)
+    if line is not None and line.wrap:
+        return Where(None, None, "the sbatch command line", default_ok=True)
+    said = ("its sbatch command line names no -o and its batch script was not read"
+            if line is not None else "Slurm keeps no record of its output file here")
+    return Where(None, None, "", unknown=(
+        f"the output file of job {job_id} is not known ({said}, and the watchdog did not see the "
+        f"job while the controller knew it); set output = \"<its sbatch -o pattern, e.g. "
+        f"train-%j.out>\" in check \"{check_name}\""))
+
+
+def job_log_tail(facts: EndFacts, where: Where, count: int, timeout: float) -> dict[str, Any] | None:
+    """The tail of a finished job's stderr/stdout, from where `where` says, expanded for
+    this job and taken from its working folder when relative."""
+    if where.unknown:
+        return {"path": "", "lines": [], "problem": where.unknown, "older": ""}
     first = expand(facts.nodelist)[0] if facts.nodelist else ""
     array = facts.job_id.split("_", 1) if "_" in facts.job_id else ["", ""]
     names = JobNames(facts.job_id, facts.name, facts.owner, first, array[0], array[1])
-    found = tail_logs(log_paths(output, error, names, facts.workdir), count, timeout)
+    paths = log_paths(where.output, where.error, names, facts.workdir, default=where.default_ok)
+    found = tail_logs(paths, count, timeout, facts.uid)
     return None if found is None else {"path": found.path, "lines": list(found.lines),
                                        "problem": found.problem, "older": found.older}
 
 
-def _script_patterns(script: Path, timeout: float) -> tuple[str | None, str | None]:
+# -- Slurm's paths, asked once per job while the controller knows it ----------------------
+
+OUTPUTS_KEPT = 20
+
+
+def tick_outputs(ctx: TickContext) -> tuple[frozenset[str], Mapping[str, JobOutputs]]:
+    """The ids asked and Slurm's output paths of every new job of the tick's job checks, in
+    ONE squeue call (shared like the tick's snapshot; none when no check has a new job).
+    Each job is asked once in its life, so this is a call in the ticks that see new jobs."""
+    def fetch() -> tuple[frozenset[str], Mapping[str, JobOutputs]]:
+        from watchdogs.slurmctl.backoff import guarded
+        from watchdogs.slurmctl.jobinfo import MAX_OUTPUT_IDS, run_outputs
+        from watchdogs.slurmctl.snapshot import SLURM_TIMEOUT_S
+
+        ids: list[str] = []
+        for check in ctx.checks:
+            wanted = getattr(check, "new_output_ids", None)
+            if wanted is None:
+                continue
+            try:
+                ids.extend(i for i in wanted(ctx) if i not in ids)
+            except Exception:  # noqa: BLE001 - that check reports its own problem when it runs
+                continue
+        ids = ids[:MAX_OUTPUT_IDS]
+        if not ids:
+            return frozenset(), {}
+        found = guarded(ctx.store, "squeue", ctx.now.timestamp(),
+                        lambda: run_outputs(ids, SLURM_TIMEOUT_S, ctx.slurm_env(), ctx.runner))
+        return frozenset(ids), found
+    return ctx.shared("squeue-outputs", fetch)
+
+
+def new_output_ids(memory: Mapping[str, Any], rows: Sequence[JobRow]) -> list[str]:
+    """Running jobs whose output paths the check has not asked Slurm for yet. A queued job
+    is asked once it runs: until then it writes no log, and one that never runs needs none."""
+    kept = memory.get("outputs", {})
+    return [r.raw_id for r in rows if r.running and r.raw_id not in kept]
+
+
+def kept_outputs(memory: Mapping[str, Any], found: Mapping[str, JobOutputs], ids: Sequence[str]
+                 ) -> dict[str, Any]:
+    """The check's memory of output paths with `found` for `ids` added (the last OUTPUTS_KEPT
+    jobs: a requeued job keeps its id, so its entry stays until newer jobs push it out)."""
+    kept = dict(memory.get("outputs", {}))
+    for job_id in ids:
+        # Asked once: a job the answer leaves out (it ended meanwhile) is not asked again;
+        # accounting and the sbatch line speak for it.
+        paths = found.get(job_id)
+        kept[job_id] = {"stdout": paths.stdout if paths else "", "stderr": paths.stderr if paths else ""}
+    newest = sorted(kept, key=lambda i: int(i) if i.isdigit() else 0)[-OUTPUTS_KEPT:]
+    return {i: kept[i] for i in newest}
+
+
+def _script_patterns(script: Path, timeout: float) -> tuple[str | None, str | None] | None:
+    """The script's #SBATCH output patterns; None when it cannot be read."""
     try:
         found = probe("newest", {"pattern": glob.escape(str(script)), "tail_bytes": 65536},
                       timeout, str(script))
     except FsError:
-        return None, None
-    return script_patterns(found["tail"]) if found else (None, None)
+        return None
+    return script_patterns(found["tail"]) if found else None

@@ -141,7 +141,7 @@ def _ending(check: JobCheck, ctx: TickContext, job_id: str, row: JobRow | None
     facts = jobend.end_facts(ctx, job_id, row, check.label())
     progress = _progress(check.opts, job_id, facts.start) if facts.source else Progress()
     ending = jobend.explain_end(ctx, facts, progress)
-    tail = _tail(check.opts, ending)
+    tail = _tail(check, ctx, job_id, ending)
     if facts.source == "sacct":
         memory = check.memory(ctx)
         memory["explained"] = jobend.keep(memory.get("explained", {}), job_id,
@@ -158,11 +158,17 @@ def _progress(opts: Mapping[str, Any], job_id: str, start: datetime | None) -> P
                              start.timestamp() if start is not None else None)
 
 
-def _tail(opts: Mapping[str, Any], ending: Ending) -> dict[str, Any] | None:
+def _tail(check: JobCheck, ctx: TickContext, job_id: str, ending: Ending) -> dict[str, Any] | None:
+    opts = check.opts
     if opts["tail_lines"] <= 0 or ending.facts.source != "sacct":
         return None
-    return jobfiles.job_log_tail(ending.facts, opts.get("output"), opts.get("error"),
-                                 opts.get("resubmit"), opts["tail_lines"], opts["probe_timeout"])
+    try:
+        record = jobend.accounting(ctx, [job_id]).get(job_id)
+    except SlurmError:
+        record = None  # the ending came from the same answer: only a second call could fail
+    seen = check.memory(ctx).get("outputs", {}).get(job_id)
+    where = jobfiles.where_logs(opts, check.name, job_id, seen, record, opts["probe_timeout"])
+    return jobfiles.job_log_tail(ending.facts, where, opts["tail_lines"], opts["probe_timeout"])
 
 
 def _resubmit(check: JobCheck, ctx: TickContext, summary: str, details: tuple[str, ...],
@@ -202,7 +208,7 @@ def _resubmit(check: JobCheck, ctx: TickContext, summary: str, details: tuple[st
     except SlurmError as exc:
         return CheckResult(Status.CRITICAL, f"{summary}. Resubmit failed: {exc}", details,
                            context=context, fingerprint=fingerprint)
-    recovery.count_restart(check, ending.facts.job_id, decision.key, node, exclude)
+    recovery.count_restart(check, ctx, ending.facts.job_id, decision.key, node, exclude)
     ctx.store.kv_put(RESUBMITS, check.name, [*decision.recent, now])
     context["resubmitted"] = job_id
     excluding = f" excluding {', '.join(exclude)}" if exclude else ""

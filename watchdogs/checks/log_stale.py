@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     # heartbeats, hang logs and the job's state is imported by the methods that use it.
     from trainguard.heartbeat import Heartbeat
     from watchdogs.checks.context import TickContext
+    from watchdogs.checks.recoveryrecord import Record
     from watchdogs.fsprobe.staleness import Verdict
     from watchdogs.slurmctl.jobstatus import Assessment
 
@@ -89,7 +90,19 @@ class LogStaleCheck(WatchesLinkedJob, Check):
         from watchdogs.checks.recovery import with_record
 
         # A restart in place changes no job state: the reader of a stale-log alert must see it.
-        return with_record(self._combine(verdicts, job, log), linked, ctx, _running_id(job))
+        return with_record(self._combine(verdicts, job, log), lambda: self._record(ctx),
+                           _running_id(job))
+
+    def _record(self, ctx: TickContext) -> Record | None:
+        """The run's recovery record: the linked job check's run folder, else the one beside
+        this check's heartbeats folder (the templates keep both in one run folder)."""
+        from watchdogs.checks.recovery import record_for, record_in
+
+        linked = self.linked_job(ctx)
+        found = record_for(linked, ctx) if linked is not None else None
+        if found is None and self.opts.get("heartbeats") is not None:
+            found = record_in(self.name, self.opts, ctx)
+        return found
 
     def _combine(self, verdicts: list[Verdict], job: Assessment | None, log: str | None = None
                  ) -> CheckResult:
@@ -121,11 +134,14 @@ class LogStaleCheck(WatchesLinkedJob, Check):
 
         pattern = str(self.opts["path"])
         progress = self.opts.get("progress")
-        found = probe("newest", {"pattern": pattern, "tail_bytes": self.opts["tail"] if progress else 0},
+        found = probe("newest", {"pattern": pattern, "tail_bytes": self.opts["tail"] if progress else 0,
+                                 "special": "report"},
                       self.opts["probe_timeout"], pattern)
         now, max_age = ctx.now.timestamp(), self.opts["max_age"]
         if found is None:
             return [_missing(pattern, now, max_age, since)], None
+        if "kind" in found:
+            return [_special(found["path"], found["kind"])], None
         verdicts = [staleness.file_age(found["path"], found["mtime"], now, max_age, since)]
         if progress is not None:
             verdicts.append(self._progress(ctx, found, since))
@@ -170,11 +186,21 @@ class LogStaleCheck(WatchesLinkedJob, Check):
             return self._act_on_hang(ctx, hung, beats, job_id, now)
         log = probe("newest", {"pattern": str(Path(folder) / EVENTS_FILE), "tail_bytes": EVENTS_TAIL},
                     self.opts["probe_timeout"], folder)
-        if log is not None:
-            recent = hangs.recent_hang(parse_events(log["tail"]), now, self.opts["max_age"])
-            if recent is not None:
-                return recent
-        return staleness.judge_heartbeats(beats, now, self.opts["max_age"], since)
+        live = staleness.judge_heartbeats(beats, now, self.opts["max_age"], since)
+        if log is None:
+            return live
+        events = parse_events(log["tail"])
+        if hangs.recent_hang(events, now, self.opts["max_age"]) is None:
+            return live
+        # A hang was logged: judged with what came after it (a restart in the recovery
+        # record, heartbeats of a later run), so a recovery resolves the alert with its summary.
+        record = self._record(ctx)
+        after = hangs.Aftermath(tuple(record.entries) if record else (),
+                                record.summary if record else "", tuple(beats))
+        recent = hangs.recent_hang(events, now, self.opts["max_age"], after)
+        if recent is None or recent.status is not Status.OK or live.status is not Status.OK:
+            return recent or live
+        return replace(live, summary=f"{recent.summary}; {live.summary}")
 
     def _act_on_hang(self, ctx: TickContext, hung: Verdict, beats: list[Heartbeat],
                      job_id: str | None, now: float) -> Verdict:
@@ -223,6 +249,16 @@ def _start(job: Assessment | None) -> float | None:
     if job is not None and job.running and job.running[0].start is not None:
         return job.running[0].start.timestamp()
     return None
+
+
+def _special(path: str, kind: str) -> Verdict:
+    """A FIFO, socket, directory or device where a log should be: a config problem, named
+    for what it is (never read, so never a probe blocked into "not responding")."""
+    from watchdogs.fsprobe import staleness
+
+    return staleness.Verdict(Status.UNKNOWN, f"{path} is {kind}, not a log file: it has no age "
+                                             "to judge (set path to the training's log file)",
+                             fingerprint="special")
 
 
 def _missing(pattern: str, now: float, max_age: float, since: float | None) -> Verdict:

@@ -7,12 +7,13 @@ the running job is recorded as its suspect.
 The record lies in the run folder, often on NFS: it is read and written only by trainguard's
 own CLI (`python -m trainguard.recovery dump|note|restart`) in a bounded child process, so a
 dead mount makes the lines say "not readable", never a hung tick. Enabled by the check's
-`run_dir` option. Reading it: watchdogs.checks.recoveryrecord.
+`run_dir` option, else by a recovery record beside the `heartbeats` folder (run_dir_of).
+Reading it: watchdogs.checks.recoveryrecord.
 """
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,12 +36,31 @@ FIRST_LOOK_BACK_S = 3600.0   # restarts a first look still tells
 KEEP_DRAINED = 50
 
 
-def record_for(check: JobCheck, ctx: TickContext) -> Record | None:
-    """This tick's reading of the check's run folder (read once), or None without one."""
-    run_dir = check.opts.get("run_dir")
+def run_dir_of(opts: Mapping[str, Any]) -> tuple[Path | None, bool]:
+    """The run folder of a check's options, and whether it was guessed: the `run_dir` key,
+    else the parent of the `heartbeats` folder (the templates keep `heartbeat/` and
+    `recovery/` in one run folder; it counts only when a recovery record is there)."""
+    run_dir = opts.get("run_dir")
+    if run_dir is not None:
+        return Path(run_dir), False
+    heartbeats = opts.get("heartbeats")
+    return (Path(heartbeats).parent, True) if heartbeats is not None else (None, False)
+
+
+def record_in(name: str, opts: Mapping[str, Any], ctx: TickContext) -> Record | None:
+    """This tick's reading of the run folder of a check's options (read once per folder), or
+    None without one."""
+    run_dir, guessed = run_dir_of(opts)
     if run_dir is None:
         return None
-    return ctx.shared(f"recovery:{run_dir}", lambda: read_if_changed(check, ctx, Path(run_dir)))
+    timeout = float(opts["probe_timeout"])
+    return ctx.shared(f"recovery:{run_dir}",
+                      lambda: read_if_changed(name, timeout, ctx, run_dir, found=guessed))
+
+
+def record_for(check: JobCheck, ctx: TickContext) -> Record | None:
+    """This tick's reading of the check's run folder (read once), or None without one."""
+    return record_in(check.name, check.opts, ctx)
 
 
 def lines(record: Record | None, job_id: str) -> list[str]:
@@ -71,13 +91,13 @@ def lines(record: Record | None, job_id: str) -> list[str]:
     return out
 
 
-def with_record(result: CheckResult, check: JobCheck | None, ctx: TickContext,
-                job_id: str | None) -> CheckResult:
+def with_record(result: CheckResult, record: Callable[[], Record | None], job_id: str | None
+                ) -> CheckResult:
     """A linked check's alert (log_stale) with the run's recovery lines, as the `job` check's
-    alerts show them; read only for an alert (a child process per read)."""
-    if result.status is Status.OK or check is None or job_id is None:
+    alerts show them; `record` is read only for an alert (a child process per read)."""
+    if result.status is Status.OK or job_id is None:
         return result
-    extra = lines(record_for(check, ctx), job_id)
+    extra = lines(record(), job_id)
     return replace(result, details=(*result.details, *extra)) if extra else result
 
 
@@ -148,7 +168,7 @@ def _note(check: JobCheck, job_id: str, node: str, row: NodeRow) -> bool:
     # The one write of this module, by trainguard's own CLI in a bounded child.
     detail = f"drained while the job ran: {row.reason or row.state}"
     try:
-        run_bounded(cli("note", "--policy-from-record", "--run-dir", str(check.opts["run_dir"]),
+        run_bounded(cli("note", "--policy-from-record", "--run-dir", str(run_dir_of(check.opts)[0]),
                          "--job", job_id, "--cause", "drained", "--nodes", node, "--detail", detail),
                     check.opts["probe_timeout"], f"recording suspect {node}")
     except FsError:
@@ -204,11 +224,12 @@ def would_storm(check: JobCheck, ctx: TickContext, job_id: str, cause: str, node
     return None if found is None else (found.reason, [f"  {line}" for line in found.lines()])
 
 
-def count_restart(check: JobCheck, job_id: str, cause: str, node: str, excluded: Sequence[str]) -> None:
+def count_restart(check: JobCheck, ctx: TickContext, job_id: str, cause: str, node: str,
+                  excluded: Sequence[str]) -> None:
     """Record the resubmission in the run's record, after sbatch. A record that cannot be
     written does not undo it (the alert says the job was resubmitted)."""
-    run_dir = check.opts.get("run_dir")
-    if run_dir is None:
+    run_dir, guessed = run_dir_of(check.opts)
+    if run_dir is None or (guessed and record_for(check, ctx) is None):
         return
     with contextlib.suppress(FsError):
         run_bounded(cli("restart", "--policy-from-record", "--run-dir", str(run_dir), "--job", job_id,

@@ -15,7 +15,6 @@ from watchdogs.fsprobe.bounded import FsError, probe, run_bounded
 
 if TYPE_CHECKING:
     from watchdogs.checks.context import TickContext
-    from watchdogs.checks.job import JobCheck
 
 READ_MEMORY = "check.job.recovery.read"
 REREAD_S = 600.0             # a reading older than this is renewed even when no file changed
@@ -69,26 +68,30 @@ def read(run_dir: Path, timeout: float) -> Record:
         return Record((), (), (), "", f"recovery record in {run_dir}: unreadable answer ({exc})")
 
 
-def read_if_changed(check: JobCheck, ctx: TickContext, run_dir: Path) -> Record:
+def read_if_changed(name: str, timeout: float, ctx: TickContext, run_dir: Path,
+                    found: bool = False) -> Record | None:
     """The record, read again only when its newest file changed (one `newest` probe, the
     fsprobe worker's fast start, instead of trainguard's CLI each tick) or the reading is
-    REREAD_S old (which nodes the policy excludes changes with time alone)."""
+    REREAD_S old (which nodes the policy excludes changes with time alone). `name`: the
+    check whose reading is kept. `found`: the folder was not named by the user but guessed
+    (the heartbeats' parent): None when it has no recovery record."""
     import glob
 
-    timeout = check.opts["probe_timeout"]
     try:
         newest = probe("newest", {"pattern": f"{glob.escape(str(run_dir / 'recovery'))}/*"}, timeout,
                        f"recovery record in {run_dir}")
     except FsError as exc:
-        return Record((), (), (), "", str(exc))
+        return None if found else Record((), (), (), "", str(exc))
+    if newest is None and found:
+        return None
     key = [str(run_dir), *((newest["path"], newest["mtime"], newest["size"]) if newest else ())]
-    kept = ctx.store.kv_get(READ_MEMORY, check.name, {})
+    kept = ctx.store.kv_get(READ_MEMORY, name, {})
     now = ctx.now.timestamp()
     if kept.get("key") == key and 0 <= now - float(kept.get("at", 0)) < REREAD_S:
         return _from_json(kept["record"])
     record = read(run_dir, timeout)
     if not record.error:
-        ctx.store.kv_put(READ_MEMORY, check.name, {"key": key, "at": now, "record": _to_json(record)})
+        ctx.store.kv_put(READ_MEMORY, name, {"key": key, "at": now, "record": _to_json(record)})
     return record
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 
 from watchdogs.fsprobe import DEFAULT_WORKERS
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 MAGIC_GLOB = ("*", "?", "[")
+# A heartbeat record is a few hundred bytes: more is not one.
+HEARTBEAT_LIMIT = 1 << 20
 
 
 def op_statvfs(path: str) -> dict[str, int]:
@@ -31,40 +34,81 @@ def op_statvfs(path: str) -> dict[str, int]:
             "inodes_used": st.f_files - st.f_ffree, "inodes_total": st.f_files}
 
 
-def op_newest(pattern: str, tail_bytes: int = 0) -> dict[str, Any] | None:
-    """The newest file matching `pattern` (a path or a glob), its mtime, size, and tail."""
+def op_newest(pattern: str, tail_bytes: int = 0, special: str = "raise") -> dict[str, Any] | None:
+    """The newest regular file matching `pattern` (a path or a glob), its mtime, size, and
+    tail. A match that is a FIFO, socket, directory or device is never opened (a FIFO would
+    block this probe until it timed out, read as "filesystem not responding"): it is skipped
+    when a regular file matches too, else named. `special`: "raise" (NotRegular, naming the
+    kind) or "report" (the answer says {"path", "kind"} and nothing more)."""
     import glob
 
+    from watchdogs.filekind import NotRegular, kind_words
+
     paths = glob.glob(pattern) if any(c in pattern for c in MAGIC_GLOB) else [pattern]
-    stats = []
+    stats, odd = [], []
     for path in paths:
         try:
             st = os.stat(path)
         except OSError:
             continue
-        stats.append((st.st_mtime, path, st.st_size))
+        if stat.S_ISREG(st.st_mode):
+            stats.append((st.st_mtime, path, st.st_size, st.st_uid))
+        else:
+            odd.append((st.st_mtime, path, kind_words(st.st_mode)))
     if not stats:
-        return None
-    mtime, path, size = max(stats)
-    return {"path": path, "mtime": mtime, "size": size, "tail": _tail(path, size, tail_bytes)}
-
-
-def _tail(path: str, size: int, tail_bytes: int) -> str:
+        if not odd:
+            return None
+        _mtime, path, kind = max(odd)
+        if special == "report":
+            return {"path": path, "kind": kind}
+        raise NotRegular(path, kind)
+    mtime, path, size, uid = max(stats)
     if tail_bytes <= 0:
-        return ""
-    with open(path, "rb") as fh:
-        fh.seek(max(0, size - tail_bytes))
-        return fh.read(tail_bytes).decode("utf-8", errors="replace")
+        return {"path": path, "mtime": mtime, "size": size, "uid": uid, "tail": ""}
+    data, size = _tail(path, tail_bytes)
+    return {"path": path, "mtime": mtime, "size": size, "uid": uid,
+            "tail": data.decode("utf-8", errors="replace")}
+
+
+def _tail(path: str, tail_bytes: int) -> tuple[bytes, int]:
+    # Opened without blocking and judged on the open descriptor: the file may have been
+    # swapped for a FIFO since the stat above.
+    from watchdogs.filekind import read_tail
+
+    return read_tail(path, tail_bytes)
 
 
 def op_heartbeats(directory: str) -> list[dict[str, Any]]:
+    """trainguard's per-rank records in `directory`, read as trainguard.heartbeat.read_heartbeats
+    does, but each file only when it is a regular file: a `rank-0.json` that is a FIFO is
+    skipped like an unreadable record, not a probe blocked until "not responding"."""
     # Imported here: the trainguard package pulls in psutil and more (~0.1-0.4 s), which
     # every other probe (statvfs, scan) would otherwise pay at each start.
+    import glob
     from dataclasses import asdict
-    from pathlib import Path
 
-    from trainguard.heartbeat import read_heartbeats
-    return [asdict(h) for h in read_heartbeats(Path(directory))]
+    from trainguard.heartbeat import Heartbeat
+    from watchdogs.filekind import NotRegular, kind_words
+
+    try:
+        st = os.stat(directory)
+    except FileNotFoundError:
+        return []  # not made yet (the training has not started): no records, as before
+    if not stat.S_ISDIR(st.st_mode):
+        raise NotRegular(directory, kind_words(st.st_mode), "a folder")
+    records = []
+    for path in sorted(glob.glob(os.path.join(glob.escape(directory), "rank-*.json"))):
+        try:
+            records.append(Heartbeat.from_dict(json.loads(_read(path))))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue
+    return [asdict(h) for h in sorted(records, key=lambda r: r.rank)]
+
+
+def _read(path: str) -> bytes:
+    from watchdogs.filekind import read_regular
+
+    return read_regular(path, HEARTBEAT_LIMIT)
 
 
 def op_scan(root: str, time_limit: float, workers: int = DEFAULT_WORKERS) -> dict[str, Any]:

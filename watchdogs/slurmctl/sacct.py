@@ -9,7 +9,7 @@ missing or not `finished` in the answer: callers degrade to what squeue knows an
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -21,6 +21,10 @@ SEP = "\x1f"
 FIELDS = ("JobID", "JobIDRaw", "State", "ExitCode", "Submit", "Start", "End", "ElapsedRaw",
           "TimelimitRaw", "NodeList", "NNodes", "NCPUS", "AllocTRES", "ReqMem", "MaxRSS",
           "TotalCPU", "UID", "User", "Reason", "JobName", "WorkDir")
+# Where the job's stdout/stderr went, asked only of a release that offers them (`offered`):
+# StdOut/StdErr from 24.11 (22.05 lacks them), SubmitLine (the sbatch command line) from
+# 22.05. Free text, after FIELDS.
+OPTIONAL = ("StdOut", "StdErr", "SubmitLine")
 TERMINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
                       "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "REVOKED"})
 _UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40, "P": 2**50}
@@ -75,6 +79,11 @@ class AcctRecord:
     """States of earlier runs of a requeued job, oldest first ("NODE_FAIL", "PREEMPTED")."""
     earlier_ends: tuple[datetime | None, ...] = ()
     """When each of those earlier runs ended (a requeue between two looks ended one)."""
+    stdout: str = ""
+    stderr: str = ""
+    """Slurm's record of the job's output files (24.11 and later; "": not asked or none)."""
+    submit_line: str = ""
+    """The sbatch command line as accounting recorded it ("": not asked)."""
 
     @property
     def finished(self) -> bool:
@@ -94,20 +103,30 @@ class AcctRecord:
         return self.mem_requested // max(1, self.nnodes)
 
 
-def sacct_argv(job_ids: Iterable[str]) -> list[str]:
+def helpformat_argv() -> list[str]:
+    return ["sacct", "--helpformat"]
+
+
+def offered(helpformat: str) -> tuple[str, ...]:
+    """The OPTIONAL fields this release's `sacct --helpformat` lists."""
+    names = {word.lower() for word in helpformat.split()}
+    return tuple(f for f in OPTIONAL if f.lower() in names)
+
+
+def sacct_argv(job_ids: Iterable[str], extra: Sequence[str] = ()) -> list[str]:
     return ["sacct", "--noheader", "--parsable2", f"--delimiter={SEP}", "--noconvert",
             "--duplicates", "-j", ",".join(sorted(set(job_ids), key=_id_key)),
-            "-o", ",".join(FIELDS)]
+            "-o", ",".join((*FIELDS, *extra))]
 
 
-def window_argv(since: datetime, names: Iterable[str] | None, users: Iterable[str] | None
-                ) -> list[str]:
+def window_argv(since: datetime, names: Iterable[str] | None, users: Iterable[str] | None,
+                extra: Sequence[str] = ()) -> list[str]:
     """Every job (of these names and users) active since `since`: runs that started and
     ended between two looks are in it, which `-j` with the ids a look saw cannot find.
     None: no filter on that axis (a regex name; users = "*")."""
     argv = ["sacct", "--noheader", "--parsable2", f"--delimiter={SEP}", "--noconvert",
             "--duplicates", f"--starttime={since.strftime('%Y-%m-%dT%H:%M:%S')}",
-            "--endtime=now", "-o", ",".join(FIELDS)]
+            "--endtime=now", "-o", ",".join((*FIELDS, *extra))]
     if names is not None:
         argv.append(f"--name={','.join(sorted(set(names)))}")
     argv.append("--allusers" if users is None else f"--user={','.join(sorted(set(users)))}")
@@ -116,8 +135,9 @@ def window_argv(since: datetime, names: Iterable[str] | None, users: Iterable[st
 
 def run_sacct_window(since: datetime, names: Iterable[str] | None, users: Iterable[str] | None,
                      timeout: float, env: Mapping[str, str] | None,
-                     runner: SlurmRunner) -> dict[str, AcctRecord]:
-    return parse_sacct(listing(runner(window_argv(since, names, users), timeout=timeout, env=env)))
+                     runner: SlurmRunner, extra: Sequence[str] = ()) -> dict[str, AcctRecord]:
+    return parse_sacct(listing(runner(window_argv(since, names, users, extra), timeout=timeout, env=env)),
+                       extra)
 
 
 def _id_key(job_id: str) -> tuple[int, str]:
@@ -126,28 +146,30 @@ def _id_key(job_id: str) -> tuple[int, str]:
 
 
 def run_sacct(job_ids: Iterable[str], timeout: float, env: Mapping[str, str] | None,
-              runner: SlurmRunner) -> dict[str, AcctRecord]:
+              runner: SlurmRunner, extra: Sequence[str] = ()) -> dict[str, AcctRecord]:
     """Records by raw job ID and by displayed ID; {} when asked about nothing."""
     ids = [i for i in job_ids if i]
     if not ids:
         return {}
-    return parse_sacct(listing(runner(sacct_argv(ids), timeout=timeout, env=env)))
+    return parse_sacct(listing(runner(sacct_argv(ids, extra), timeout=timeout, env=env)), extra)
 
 
-def parse_sacct(text: str) -> dict[str, AcctRecord]:
+def parse_sacct(text: str, extra: Sequence[str] = ()) -> dict[str, AcctRecord]:
+    """`extra`: the OPTIONAL fields asked after FIELDS, in the order asked."""
+    width = len(FIELDS) + len(extra)
     records: dict[str, AcctRecord] = {}
     order: list[str] = []
     for line in text.splitlines():
         if not line.strip():
             continue
-        f = line.split(SEP, len(FIELDS) - 1)
-        if len(f) != len(FIELDS):
+        f = line.split(SEP, width - 1)
+        if len(f) != width:
             # Accounting is the evidence a resubmit acts on: an answer with a line we
             # cannot read is no evidence (SlurmDoubt: the ending degrades and says why).
             raise unparsed("sacct", line)
         job_id, _, step = f[0].partition(".")
         if not step:
-            record = _record(f)
+            record = _record(f, dict(zip(extra, f[len(FIELDS):], strict=True)))
             previous = records.get(record.raw_id)
             if previous is not None:  # --duplicates: a later run of a requeued job
                 record = replace(record, earlier=(*previous.earlier, previous.state),
@@ -165,7 +187,7 @@ def parse_sacct(text: str) -> dict[str, AcctRecord]:
     return out
 
 
-def _record(f: list[str]) -> AcctRecord:
+def _record(f: list[str], more: Mapping[str, str]) -> AcctRecord:
     state, cancelled_by = _state(f[2])
     tres = dict(kv.split("=", 1) for kv in f[12].split(",") if "=" in kv)
     mem = memory(tres.get("mem", "")) or memory(f[13])
@@ -179,7 +201,12 @@ def _record(f: list[str]) -> AcctRecord:
         mem_requested=mem, total_cpu=parse_elapsed(f[15]),
         uid=int(f[16]) if f[16].isdigit() else None, user=f[17],
         reason="" if f[18] in ("None", "") else f[18], name=f[19], workdir=f[20],
-        complete=bool(f[8]))
+        complete=bool(f[8]), stdout=_path(more.get("StdOut", "")), stderr=_path(more.get("StdErr", "")),
+        submit_line=more.get("SubmitLine", ""))
+
+
+def _path(value: str) -> str:
+    return "" if value in ("(null)", "None", "N/A") else value
 
 
 def _step(name: str, f: list[str]) -> Step:

@@ -5,11 +5,39 @@ from __future__ import annotations
 import grp
 import os
 import pwd
+import re
 from collections.abc import Iterable
 
 from watchdogs.errors import WatchdogsError
 
 ANYONE = "*"
+# squeue's words for a name it cannot resolve: `squeue: error: Invalid user: nosuchuser`.
+_INVALID_USER = re.compile(r"Invalid user:?\s*'?([^\s']+)")
+
+
+def not_known(name: str) -> str:
+    """The one wording of a `users` name that Slurm does not know."""
+    return f"Slurm does not know user {name}"
+
+
+# squeue resolves a name with this host's user database (getpwnam), as this module does, and
+# answers one it lacks with `Invalid user` and an empty listing, exit 0: never "no job".
+NOT_KNOWN_WHY = ("no such user on this host: a typo? squeue answers \"Invalid user\" and lists "
+                 "nothing, which is not the same as no job")
+
+
+class UnknownUser(WatchdogsError):
+    """A `users` name that neither this host nor, so, squeue knows."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"{not_known(name)} ({NOT_KNOWN_WHY})")
+        self.name = name
+
+
+def invalid_user_in(text: str) -> str | None:
+    """The name in squeue's `Invalid user: NAME` (stderr, or an error quoting it); None."""
+    match = _INVALID_USER.search(text)
+    return match.group(1) if match else None
 
 
 def current_user() -> str:
@@ -44,7 +72,7 @@ def unknown_names(spec: Iterable[str] | None) -> list[str]:
         try:
             pwd.getpwnam(name)
         except KeyError:
-            problems.append(f"no such user {name!r}")
+            problems.append(f"{not_known(name)} (no such user {name!r} on this host)")
     return problems
 
 
@@ -60,8 +88,7 @@ def resolve_users(spec: Iterable[str] | None) -> frozenset[str] | None:
             try:
                 pwd.getpwnam(name)
             except KeyError:
-                raise WatchdogsError(f"users: no such user {name!r} (a typo? squeue would list "
-                                     "nobody's jobs, which is not the same as no job)") from None
+                raise UnknownUser(name) from None
         users |= group_members(name[1:]) if name.startswith("@") else {name}
     if not users:
         raise WatchdogsError(f"users: {', '.join(names)} resolve to nobody")
