@@ -71,6 +71,8 @@ def test_an_alert_for_a_logfile_on_the_full_state_disk_waits_in_memory_and_arriv
         wait_for(lambda: site.log().count("scratch: CRITICAL") >= start + 7, timeout=60,
                  what="seven more ticks with the disk still full")
         assert "CRITICAL" not in (alerts_log.read_text() if alerts_log.exists() else "")  # no half line
+        full = site.watchdogs("status")  # and status says why the view is old
+        assert full.returncode == 2 and "state folder's filesystem full" in full.stdout.splitlines()[0]
         filler.unlink()
         wait_for(lambda: alerts_log.exists() and "delivered late" in alerts_log.read_text(), timeout=30,
                  what="the held alert in the log file")

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sqlite3
 import time
+from pathlib import Path
 from typing import Any
 
 from watchdogs.commands.base import CommandResult
@@ -67,7 +69,8 @@ def status(args: argparse.Namespace) -> CommandResult:
     # An unusable view: not known (its finding says why).
     by_status = alerts.get("by_status", {}) if problem is None else None
     period = home_period(watching_mode(data), config.scheduler.tick)
-    found = verdict(watching, problem, by_status, alerts.get("waiting", ()), working, now, period)
+    found = verdict(watching, problem, by_status, alerts.get("waiting", ()), working, now, period,
+                    _free_bytes(state_dir))
     code, summary = _CODES[found.status.name], _summary(found, data, watching)
     data["scheduler"]["watching"] = _watching_data(watching, now)
     data["findings"] = [{"code": f.code, "status": f.status.name, "words": f.words} for f in found.findings]
@@ -78,6 +81,16 @@ def status(args: argparse.Namespace) -> CommandResult:
 
 
 _CODES = {"OK": 0, "WARNING": 1, "CRITICAL": 2, "UNKNOWN": 3}
+
+
+def _free_bytes(state_dir: Path) -> int | None:
+    """Bytes free to this user on the state folder's filesystem; None when it cannot be asked
+    (no folder yet: nothing ever ran, which the watching finding says)."""
+    try:
+        st = os.statvfs(state_dir)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
 
 
 def watching_mode(data: dict[str, Any]) -> str | None:

@@ -22,6 +22,9 @@ from watchdogs.state.snapshot import ViewProblem
 from watchdogs.state.watching import Watching
 from watchdogs.units import format_duration
 
+FULL_BELOW = 1024 * 1024
+"""Free bytes under which the state folder's filesystem counts as full: SQLite cannot commit
+a tick's alerts there, and the scheduler delivers from memory (watchdogs.alerts.direct)."""
 STUCK_FLOOR_S = 60.0
 """A message waits at least this long before it counts as stuck: the first retry of a
 failed delivery comes 30 s later (watchdogs.alerts.outbox.BASE_BACKOFF)."""
@@ -40,7 +43,7 @@ class Waiting:
 @dataclass(frozen=True)
 class Finding:
     code: str
-    """"alerts", "watching", "view", "outbox"."""
+    """"alerts", "watching", "view", "outbox", "disk"."""
     status: Status
     words: str
 
@@ -109,16 +112,28 @@ def outbox_finding(waiting: Sequence[Waiting], channels: Sequence[str], now: flo
     return Finding("outbox", Status.CRITICAL if everywhere else Status.WARNING, words)
 
 
+def disk_finding(free: int | None) -> Finding | None:
+    """The state folder's filesystem full: the view cannot be current and nothing durable
+    records the alerts; the scheduler keeps them in memory until space returns."""
+    if free is None or free >= FULL_BELOW:
+        return None
+    return Finding("disk", Status.CRITICAL,
+                   f"state folder's filesystem full ({free:,} bytes free): the scheduler delivers alerts "
+                   "from memory and keeps what a channel cannot take yet; this view may be old")
+
+
 def watching_finding(watching: Watching) -> Finding:
     return Finding("watching", watching.status, watching.headline)
 
 
 def verdict(watching: Watching, view: ViewProblem | None, by_status: Mapping[str, int] | None,
-            waiting: Sequence[Waiting], channels: Sequence[str], now: float, period: float) -> Verdict:
+            waiting: Sequence[Waiting], channels: Sequence[str], now: float, period: float,
+            state_free: int | None = None) -> Verdict:
     """The worst of every finding. With the view unusable, the open alerts are not known
-    and are left out (the view's finding says why)."""
+    and are left out (the view's finding says why). `state_free`: bytes free on the state
+    folder's filesystem (None: not known)."""
     found = [alerts_finding(None if view is not None else by_status), watching_finding(watching),
-             view_finding(view), outbox_finding(waiting, channels, now, period)]
+             view_finding(view), outbox_finding(waiting, channels, now, period), disk_finding(state_free)]
     findings = [f for f in found if f is not None]
     order = sorted(findings, key=lambda f: -f.status.severity)  # stable: ties keep the order above
     worst = order[0].status if order else Status.OK
