@@ -92,5 +92,5 @@ def pid(text: str) -> int:
 def job_id(text: str) -> str:
     """A Slurm job id (123, or an array task 123_4): it is passed on to Slurm's commands."""
     if not _JOB.match(text):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a Slurm job id such as 123 or 123_4")
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a job id such as 1234 (an array task: 1234_5)")
     return text
