@@ -73,12 +73,19 @@ def check_folder(root: Path) -> Failed | None:
         probe.write_bytes(b"precheck")
         probe.unlink()
     except OSError as exc:
-        if exc.errno in SETTINGS_ERRORS:
-            return None    # the same on every node: the save check at resume ends it (exit 4)
-        if exc.errno in FULL_ERRORS:
-            return Failed("checkpoint folder", f"{root} is full ({exc.strerror})", RUN)
-        return Failed("checkpoint folder", f"{root} cannot be read and written: {exc}")
+        return folder_failure(root, exc)
     return None
+
+
+def folder_failure(root: Path, exc: OSError) -> Failed | None:
+    """Whose fault an error of the checkpoint folder is: None for a setting of the run (its
+    permissions, a read-only mount: the save check at resume ends it, exit 4), the run's for
+    a full or over-quota filesystem, else this node's."""
+    if exc.errno in SETTINGS_ERRORS:
+        return None
+    if exc.errno in FULL_ERRORS:
+        return Failed("checkpoint folder", f"{root} is full ({exc.strerror})", RUN)
+    return Failed("checkpoint folder", f"{root} cannot be read and written: {exc}")
 
 
 def check_space(root: Path, free: Callable[[Path], int]) -> Failed | None:
