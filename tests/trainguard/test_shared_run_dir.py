@@ -94,8 +94,8 @@ def test_an_appended_record_planted_as_a_link_is_refused_not_followed(tmp_path: 
     (run / "recovery" / "node2.jsonl").symlink_to(victim)
     (run / "hangs.jsonl").symlink_to(victim)
     note = subprocess.run([sys.executable, "-m", "trainguard.recovery", "note", "--run-dir", str(run),
-                           "--job", "7", "--cause", "hang", "--nodes", "node2"], capture_output=True, text=True,
-                          env=train_env(SLURMD_NODENAME="node2"), timeout=60, check=False)
+                           "--job", "7", "--cause", "hang", "--nodes", "node2"], capture_output=True,
+                          text=True, env=train_env(SLURMD_NODENAME="node2"), timeout=60, check=False)
     assert note.returncode == 1 and "cannot record" in note.stderr and "Traceback" not in note.stderr
     with pytest.raises(OSError):
         _files.append_line(run / "hangs.jsonl", b"{}\n")
