@@ -147,3 +147,25 @@ def test_too_little_space_for_a_save_is_the_runs_problem_and_ends_the_step_with_
         proc, exit_file = precheck_in_a_step(tmp_path, shared / "checkpoints")
     assert proc.returncode == EXIT_CANNOT_SAVE, proc.stderr
     assert "bytes free in" in exit_file.read_text() and suspects.read(tmp_path / "run") == ([], ())
+
+
+@pytest.mark.slurm
+@pytest.mark.timeout(180)
+def test_a_full_checkpoint_filesystem_ends_the_job_with_exit_4_and_no_node_is_a_suspect(
+        cluster: Cluster, tmp_path: Path) -> None:
+    run, out = tmp_path / "run", tmp_path / "out.log"
+    with tmpfs(tmp_path / "shared", "2m") as shared:
+        (shared / "checkpoints").mkdir()
+        subprocess.run(["dd", "if=/dev/zero", f"of={shared / 'filler'}", "bs=64k"], capture_output=True,
+                       check=False)
+        env = {"RUN_DIR": str(run), "TRAIN_LAUNCH": "srun", "MASTER_ADDR": "127.0.0.1", "TRAIN_NODES": "2",
+               "TRAINGUARD_CHECKPOINT_DIR": str(shared / "checkpoints"), **HANG_ENV}
+        job = cluster.sbatch(REQUEUE_SCRIPT, "--steps", "60", env=env,
+                             sbatch_args=("-p", "spare", "-N", "3", "--ntasks-per-node=1", "-o", str(out)))
+        cluster.wait_state(job, ("COMPLETED", "FAILED", "CANCELLED"), timeout=150)
+    log = out.read_text()
+    assert cluster.state(job) == "FAILED" and cluster.field(job, "ExitCode") == "4:0", log[-3000:]
+    assert re.search(r"training exited 4 \(cannot save: checkpoint folder: \S+ is full \(No space left on "
+                     r"device\): the run's storage, not node node\d", log), log[-3000:]
+    assert "restarting in place" not in log and "requeueing" not in log.replace("not requeueing", "")
+    assert [s for s in suspects.read(run)[0] if s.cause == "precheck"] == [], log[-3000:]
