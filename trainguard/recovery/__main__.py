@@ -33,7 +33,7 @@ from trainguard.config import GuardConfig, config_from, storm_policy, suspect_po
 from trainguard.errors import SlurmError
 from trainguard.recovery import cli_args, hostlist, journal, plan, policy, restarts, summary, suspects
 
-SUMMARY_MAX = 2000   # characters of the summary= line (plan.TEXT_MAX keeps its parts short)
+SUMMARY_MAX = 2000   # characters of the summary= line (its node lists are host lists, bounded too)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -9,10 +9,10 @@ from trainguard.recovery import hostlist
 from trainguard.recovery.suspects import CAUSE_WORDS, Verdict
 from trainguard.slurm.run import Reply, run_slurm
 
-# sinfo's short states in which a node takes no new job (a trailing "*": not responding)
 # Bounds of the words (the why= line): a run with every node suspect once gave a 52 KB line.
 REASONS_MAX = 600          # characters of reasons listed node by node; beyond, summarised
 NODES_NAMED = 5            # nodes named in a summary, as a host list
+# sinfo's short states in which a node takes no new job (a trailing "*": not responding)
 UNUSABLE = ("down", "drain", "drng", "fail", "maint", "futr", "unk", "inval", "npc", "pow_dn", "reboot")
 
 
