@@ -5,6 +5,7 @@ training restarts in place without it."""
 from __future__ import annotations
 
 import errno
+import json
 import os
 import re
 import shutil
@@ -152,7 +153,14 @@ def test_too_little_space_for_a_save_is_the_runs_problem_and_ends_the_step_with_
 @pytest.mark.slurm
 @pytest.mark.timeout(180)
 def test_a_full_checkpoint_filesystem_ends_the_job_with_exit_4_and_no_node_is_a_suspect(
-        cluster: Cluster, tmp_path: Path) -> None:
+        slurm_cluster: Path, cluster: Cluster, tmp_path: Path) -> None:
+    found = slurm_cluster.parent / "release.json"     # slurm_cluster: the cluster's slurm.conf
+    release = json.loads(found.read_text()) if found.exists() else {}
+    if release.get("root", "/") != "/":
+        # slurm/dev_cluster_roots.py: the daemons of another release run chrooted in a private
+        # mount namespace, bound at `up`; a tmpfs mounted by the test is not seen by its jobs.
+        pytest.skip(f"Slurm {release.get('release')}'s jobs do not see a mount made after `up` "
+                    "(the same case runs without Slurm above, and on the host's release)")
     run, out = tmp_path / "run", tmp_path / "out.log"
     with tmpfs(tmp_path / "shared", "2m") as shared:
         (shared / "checkpoints").mkdir()
