@@ -2,9 +2,12 @@
 when Slurm itself requeues a preempted job (trainguard.recovery.inplace, trainguard.recovery.requeue)."""
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -175,3 +178,35 @@ def test_reap_ends_only_the_step_that_wrote_the_exit_code_never_a_sidecar(
         reap("7", other.pid, exit_file, 0.1, said.append, slurm)
         assert not [c for c in calls if c[0] == "scancel"], text
         assert any("cannot tell which step is the training's; not ending any" in s for s in said), said
+
+
+@pytest.mark.parametrize("byte", [b"\\udce9", b"\xe9", b"\xff\xfe"])
+def test_a_hang_detail_with_a_byte_that_is_not_utf8_restarts_in_place_never_a_storm(
+        tmp_path: Path, byte: bytes) -> None:
+    """The attack of issue 35 item 6, as the template runs `after` (no Slurm: its questions fail
+    and are taken as "no node lost"): the hang path recorded the frozen rank's node with a
+    detail naming a Latin-1 source path, once in JSON as "\\udce9" (an earlier trainguard), once
+    as the raw byte (a hand edit or another writer)."""
+    run, beats = tmp_path / "run", tmp_path / "beats"
+    (run / "recovery").mkdir(parents=True)
+    beats.mkdir()
+    now = time.time()
+    (run / "recovery" / "node1.jsonl").write_bytes(
+        b'{"v": 1, "kind": "suspect", "at": %.3f, "node": "node2", "cause": "hang", "job": "7", "step": 12, '
+        b'"detail": "rank 1, in all_reduce (/data/caf%s/train.py:40)", "text": "node2 suspect"}\n'
+        % (now - 5, byte))
+    for rank, phase, host in ((0, "hung", "node1"), (1, "train", "node2")):
+        (beats / f"rank-{rank}.json").write_text(json.dumps(
+            {"rank": rank, "step": 12, "phase": phase, "time": now - 5, "host": host, "job_id": "7",
+             "frames": ["/data/caf\udce9/train.py:40 (all_reduce)"], "restart": 0, "inplace": 0}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRAINGUARD_", "SLURM_"))}
+    done = subprocess.run(
+        [sys.executable, "-m", "trainguard.recovery.inplace", "after", "--run-dir", str(run), "--job", "7",
+         "--allocation", "node[1-3]", "--need", "2", "--job-nodes", "3", "--partition", "spare",
+         "--rc", "140", "--why", "hung at step 12 (train); NO checkpoint saved", "--heartbeats", str(beats)],
+        capture_output=True, env={**env, "SLURM_CONF": str(tmp_path / "no-slurm.conf")}, timeout=120,
+        check=False)
+    assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr.decode(errors="replace")
+    answer = kv(done.stdout.decode())
+    assert (answer["action"], answer["code"], answer["use"]) == ("relaunch", "0", "node1,node3"), answer
+    assert "caf\\xe9" in answer["summary"] or "caf\\xff" in answer["summary"], answer
