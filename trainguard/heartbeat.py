@@ -39,6 +39,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trainguard import _files
+from trainguard._text import from_os
 from trainguard.causes import Cause
 from trainguard.health.record import TrainingHealth
 
@@ -74,10 +76,14 @@ class Heartbeat:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Heartbeat:
+        # from_os: a frame's file path may hold a byte that is not UTF-8 ("\udce9" in JSON),
+        # which no later write could encode.
         return cls(int(data["rank"]), int(data["step"]), str(data["phase"]), float(data["time"]),
-                   int(data.get("pid", 0)), str(data.get("host", "")), str(data.get("job_id", "")),
-                   str(data.get("problem", "")), float(data.get("stalled_for", 0.0)),
-                   tuple(str(f) for f in data.get("frames", ())), str(data.get("report", "")),
+                   int(data.get("pid", 0)), from_os(str(data.get("host", ""))),
+                   from_os(str(data.get("job_id", ""))),
+                   from_os(str(data.get("problem", ""))), float(data.get("stalled_for", 0.0)),
+                   tuple(from_os(str(f)) for f in data.get("frames", ())),
+                   from_os(str(data.get("report", ""))),
                    _health(data.get("health")), int(data.get("restart", -1)), int(data.get("inplace", -1)))
 
 
@@ -133,15 +139,14 @@ def write_heartbeat(directory: Path, rank: int, step: int, phase: str,
                     health: TrainingHealth | None = None) -> Heartbeat:
     restart, inplace = this_run()
     record = Heartbeat(rank, step, phase, time.time() if now is None else now, os.getpid(),
-                       node_name(), job_id or os.environ.get("SLURM_JOB_ID", ""), problem,
-                       stalled_for, frames, report, health, restart, inplace)
+                       node_name(), job_id or os.environ.get("SLURM_JOB_ID", ""), from_os(problem),
+                       stalled_for, tuple(from_os(f) for f in frames), from_os(report), health,
+                       restart, inplace)
     data = asdict(record)
     if health is None:
         del data["health"]
-    target = heartbeat_path(directory, rank)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, target)
+    # mkstemp, then rename: a name planted in a shared run folder is never written through.
+    _files.write_atomic(heartbeat_path(directory, rank), json.dumps(data), 0o644)
     return record
 
 
@@ -171,6 +176,7 @@ class HeartbeatWriter:
         self.health: Health | None = None    # the training's health, written with each record
         self.next_at = float("-inf")
         self._warned = False
+        self._cleaned = False
 
     def beat(self, step: int, now: float, phase: str | None = None) -> None:
         changed = phase is not None and phase != self.phase
@@ -181,6 +187,7 @@ class HeartbeatWriter:
         self.next_at = now + self.every
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
+            self._clean_once()
             write_heartbeat(self.directory, self.rank, step, self.phase, job_id=self.job_id,
                             problem=self.problem,
                             health=self.health.record if self.health is not None else None)
@@ -189,6 +196,14 @@ class HeartbeatWriter:
                 self._warned = True
                 logging.getLogger("trainguard").warning(
                     "trainguard: cannot write the heartbeat in %s: %s", self.directory, exc)
+
+
+    def _clean_once(self) -> None:
+        # A rank SIGKILLed between mkstemp and rename left its temporary file: the next
+        # writer of the same rank removes it (the rank may change once: agreement).
+        if not self._cleaned:
+            self._cleaned = True
+            _files.clean_stale(heartbeat_path(self.directory, self.rank))
 
 
 @dataclass(frozen=True)

@@ -174,3 +174,44 @@ def test_a_start_among_suspects_the_partition_cannot_spare_trains_there_instead_
     assert "training on node3,node1 anyway: a requeue could only get the same nodes" in log, log[-3000:]
     assert "training step on node3,node1 (in-place restart 0)" in log, log[-3000:]
     assert "not excluding node1,node2" in log, log[-3000:]
+
+
+SIDECAR_JOB = """#!/bin/bash
+# A data server started as a step of its own before the training, another one after it, and the
+# training step, whose rank 0 wrote its exit code while a frozen peer holds the step (a lost
+# scancel): the templates' reaper must end the training's step only.
+srun --overlap -n1 -N1 --job-name=data-server sleep 600 &
+until squeue -h -s -j "$SLURM_JOB_ID" -o %i | grep -q "^$SLURM_JOB_ID\\.0$"; do sleep 0.2; done
+srun --overlap -n1 -N1 --job-name=train {python} -c '
+import time
+from pathlib import Path
+from trainguard.stopping.exits import write_exit_file
+write_exit_file(Path("{exit_file}"), 140, "hung at step 12")
+time.sleep(600)' &
+child=$!
+until [ -s "{exit_file}" ]; do sleep 0.2; done
+srun --overlap -n1 -N1 --job-name=monitor sleep 600 &
+until squeue -h -s -j "$SLURM_JOB_ID" -o %i | grep -q "^$SLURM_JOB_ID\\.2$"; do sleep 0.2; done
+{python} -m trainguard.recovery.inplace reap --job "$SLURM_JOB_ID" --pid "$child" --exit-file "{exit_file}" \\
+  --grace 1
+echo reaped > "{reaped}"
+wait
+"""
+
+
+@pytest.mark.timeout(120)
+def test_reap_ends_the_trainings_step_and_leaves_the_jobs_sidecar_steps_running(
+        cluster: Cluster, tmp_path: Path) -> None:
+    exit_file, reaped, out = tmp_path / "exit-code", tmp_path / "reaped", tmp_path / "out.log"
+    script = tmp_path / "sidecar.sh"
+    script.write_text(SIDECAR_JOB.format(python=PYTHON, exit_file=exit_file, reaped=reaped))
+    job = cluster.sbatch(script, sbatch_args=("-p", "cpu", "-N", "1", "-n", "3", "-o", str(out)))
+    wait_for(reaped.exists, 90, what=f"the reaper of job {job} to return ({out})")
+    steps = subprocess.run(["squeue", "-h", "-s", "-j", job, "-o", "%i %j"], capture_output=True, text=True,
+                           check=True).stdout
+    running = dict(line.split() for line in steps.splitlines())
+    assert running.get(f"{job}.0") == "data-server" and running.get(f"{job}.2") == "monitor", \
+        (steps, out.read_text()[-2000:])
+    assert f"{job}.1" not in running, steps
+    assert f"step={job}.1" in exit_file.read_text()
+    assert f"step {job}.1 still runs: ending it" in out.read_text(), out.read_text()[-2000:]

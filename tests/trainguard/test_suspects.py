@@ -8,6 +8,7 @@ import multiprocessing
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -265,3 +266,150 @@ def test_the_policy_a_record_names_is_its_newest_and_the_defaults_stand_in_sayin
     assert bare.suspect == SuspectPolicy() and bare.storm == StormPolicy() and bare.source == NO_POLICY
     broken = recorded([{"kind": "restart", "policy": {"storm_restarts": "many"}}])
     assert broken.storm == StormPolicy() and broken.source.startswith("the record's policy is unreadable")
+
+
+def cli_bytes(*args: str | bytes) -> subprocess.CompletedProcess[bytes]:
+    """The CLI with raw bytes in argv, as a batch script passes a Latin-1 path on."""
+    full = {k: v for k, v in os.environ.items() if not k.startswith(("TRAINGUARD_", "SLURM_JOB"))}
+    return subprocess.run([sys.executable, "-m", "trainguard.recovery", *args], capture_output=True,
+                          env=full, timeout=60, check=False)
+
+
+@pytest.mark.parametrize(("detail", "shown"), [
+    (b"/data/caf\xe9/train.py", "/data/caf\\xe9/train.py"),     # Latin-1
+    (b"rank 3 \xff\xfe in all_reduce", "rank 3 \\xff\\xfe in all_reduce"),
+    (b"x\x80y \xc0\xaf", "x\\x80y \\xc0\\xaf"),                # a lone continuation, an overlong
+    (b"clear \x1b[2J\nstorm=forged", "clear \\x1b[2J\\x0astorm=forged"),  # escapes, a forged key
+])
+def test_a_detail_with_bytes_that_are_not_utf8_is_recorded_and_restart_still_answers(
+        tmp_path: Path, detail: bytes, shown: str) -> None:
+    run = str(tmp_path).encode()
+    noted = cli_bytes(b"note", b"--run-dir", run, b"--job", b"7", b"--cause", b"hang", b"--nodes",
+                      b"node2", b"--step", b"41200", b"--detail", detail)
+    assert noted.returncode == 0 and b"Traceback" not in noted.stderr, noted.stderr
+    proc = cli_bytes(b"restart", b"--run-dir", run, b"--job", b"7", b"--kind", b"inplace", b"--cause",
+                     b"hang", b"--node", b"node2", b"--step", b"41000")
+    assert proc.returncode == 0 and b"Traceback" not in proc.stderr, proc.stderr
+    lines = proc.stdout.decode().splitlines()
+    summaries = [line for line in lines if line.startswith("summary=")]
+    assert len(summaries) == 1 and not any(line.startswith("storm=") for line in lines), lines
+    assert shown in summaries[0]
+    written = (journal.folder(tmp_path) / "summary.txt").read_text()
+    assert shown in written and written.count("\n") == 1
+    # Every later reader of the record too: show, dump (the watchdog's), and the next restart.
+    assert shown.split()[0] in cli("show", "--run-dir", str(tmp_path)).stdout
+    dumped = cli("dump", "--run-dir", str(tmp_path))
+    assert dumped.returncode == 0 and shown in dumped.stdout.encode().decode("unicode_escape")
+
+
+def test_a_record_line_holding_a_lone_surrogate_is_read_and_shown_with_the_byte_visible(
+        tmp_path: Path) -> None:
+    folder = journal.folder(tmp_path)
+    folder.mkdir()
+    # An earlier version wrote the surrogate of a Latin-1 byte as JSON "\udce9"; a hand edit a raw byte.
+    (folder / "node1.jsonl").write_bytes(
+        b'{"v": 1, "kind": "suspect", "at": %d, "node": "node2", "cause": "hang", "job": "7", '
+        b'"step": 5, "detail": "in caf\\udce9.py", "text": "x"}\n'
+        b'{"v": 1, "kind": "suspect", "at": %d, "node": "node3", "cause": "hang", "job": "8", '
+        b'"step": 6, "detail": "in r\xe9sum\xe9.py", "text": "y"}\n' % (int(NOW), int(NOW)))
+    found, problems = suspects.read(tmp_path)
+    assert problems == () and [s.detail for s in found] == ["in caf\\xe9.py", "in r\\xe9sum\\xe9.py"]
+    proc = cli("restart", "--run-dir", str(tmp_path), "--job", "7", "--kind", "inplace", "--cause", "hang",
+               "--node", "node2", "--step", "4")
+    assert proc.returncode == 0 and "in caf\\xe9.py" in answer(proc)["summary"], proc.stderr
+
+
+def test_a_restart_whose_summary_cannot_be_written_still_answers_not_a_storm(tmp_path: Path) -> None:
+    folder = journal.folder(tmp_path)
+    folder.mkdir()
+    (folder / summary.SUMMARY_FILE).mkdir()      # the summary's name is taken by a folder
+    proc = cli("restart", "--run-dir", str(tmp_path), "--job", "7", "--kind", "inplace", "--cause", "hang",
+               "--node", "node2", "--step", "4")
+    assert proc.returncode == 0 and "warning: cannot record the restart" in proc.stderr, proc.stderr
+    assert answer(proc)["summary"].startswith("the run stopped (hang on node2)")
+
+
+def test_the_why_line_stays_bounded_and_counts_when_every_node_is_suspect(tmp_path: Path) -> None:
+    nodes = [f"node{i}" for i in range(1, 65)]
+    causes = ("hang", "rank_died", "node_fail", "precheck")
+    now = time.time()    # the CLI judges by its own clock
+    for i in range(2000):    # 2000 suspicions over 64 nodes, each a different failure
+        suspects.record(tmp_path, Suspicion(nodes[i % 64], causes[i % 4], now - 3000 + i,
+                                            str(i), i))
+    proc = cli("plan", "--run-dir", str(tmp_path), "--allocation", "node[1-64]", "--need", "8", "--job", "7",
+               env={"TRAINGUARD_SUSPECT_WINDOW": "30d"})
+    assert proc.returncode == 0, proc.stderr
+    got = answer(proc)
+    assert got["enough"] == "no" and got["use"] == ""
+    for line in proc.stdout.splitlines():
+        assert len(line.encode()) <= 1024 or line.startswith("exclude="), line[:200]
+    why = got["why"]
+    assert why.startswith("only 0 of the allocation's 64 nodes are not suspect (64 nodes (16 hang, "
+                          "16 a rank died, 16 node failure, 16 failed the check before a restart): "
+                          "node[1-5] and 59 more")
+    assert "59 more (`python -m trainguard.recovery show" in why and "the training needs 8" in why
+    # One node, many suspicions: counted, with the last step.
+    verdict = next(v for v in suspects.judge(suspects.read(tmp_path)[0], now, SuspectPolicy(window=1e6))
+                   if v.node == "node2")
+    assert verdict.why().startswith("node2: 32 ranks died") and len(verdict.why()) < 200
+    assert verdict.why().endswith(f"last at step {max(s.step for s in verdict.suspicions):,}")
+    # The requeue's exclusion over a 10 000-node partition: the same bound.
+    many = [Suspicion(f"gpu{i:05d}", "hang", NOW - 10, "7", i) for i in range(10_000)]
+    verdicts = suspects.judge(many, NOW, POLICY)
+    refused = plan.for_partition([(f"gpu{i:05d}", "idle") for i in range(10_000)], 8, verdicts)
+    assert refused.exclude == () and len(refused.why) < 1024, len(refused.why)
+    assert "10000 nodes (10000 hang): gpu[00000-00004] and 9995 more" in refused.why
+    assert "not excluding gpu[00000-" in refused.why
+
+
+def test_the_summary_names_many_excluded_nodes_as_a_bounded_host_list() -> None:
+    many = tuple(f"node{i}" for i in range(1, 2001))
+    text = summary.summarize(Restart(NOW, "7", "requeue", "hang", "", 5), None, summary.Placement(many))
+    assert "node[1-2000] excluded" in text and len(text) < 400
+    scattered = tuple(f"n{i}" for i in range(1, 6000, 2))
+    text = summary.summarize(Restart(NOW, "7", "requeue", "hang", "", 5), None, summary.Placement(scattered))
+    assert len(text) < 600 and "more excluded" in text
+    assert hostlist.compress(["node1", "node2", "node3", "node7", "login"]) == "node[1-3,7],login"
+    assert hostlist.expand(hostlist.compress(["gpu01", "gpu02", "gpu10"])) == ["gpu01", "gpu02", "gpu10"]
+
+
+BAD_NUMBERS = ["nan", "inf", "-inf", "1e400", "-5", "abc", ""]
+RUN = ("--run-dir", "/nonexistent-run")
+ARGUMENTS = [   # (module, the command's other arguments, the argument, values that must be refused)
+    ("trainguard.recovery", ("note", *RUN, "--job", "7", "--cause", "hang", "--nodes", "n1"), "--at",
+     [*BAD_NUMBERS, "0", "99999999999"]),
+    ("trainguard.recovery", ("note", *RUN, "--job", "7", "--cause", "hang", "--nodes", "n1"), "--step",
+     [*BAD_NUMBERS, "-2", "1.5"]),
+    ("trainguard.recovery", ("restart", *RUN, "--job", "7", "--kind", "inplace", "--cause", "hang"), "--step",
+     [*BAD_NUMBERS, "-2"]),
+    ("trainguard.recovery", ("plan", *RUN, "--allocation", "n1"), "--need", [*BAD_NUMBERS, "0"]),
+    ("trainguard.recovery", ("exclude", *RUN, "--partition", "p"), "--need", [*BAD_NUMBERS, "0"]),
+    ("trainguard.recovery.inplace", ("reap", "--job", "7", "--pid", "1", "--exit-file", "/x"), "--grace",
+     [*BAD_NUMBERS, "0", "1e9"]),
+    ("trainguard.recovery.inplace", ("reap", "--job", "7", "--exit-file", "/x"), "--pid",
+     [*BAD_NUMBERS, "0"]),
+    ("trainguard.recovery.inplace", ("reap", "--pid", "1", "--exit-file", "/x"), "--job",
+     ["7.0", "abc", "", "-1", "7;rm"]),
+    ("trainguard.recovery.inplace", ("after", *RUN, "--job", "7", "--allocation", "n1", "--need", "1",
+                                     "--job-nodes", "1", "--partition", "p"), "--rc",
+     [*BAD_NUMBERS, "256"]),
+    ("trainguard.recovery.inplace", ("after", *RUN, "--job", "7", "--allocation", "n1", "--job-nodes", "1",
+                                     "--partition", "p", "--rc", "1"), "--need", [*BAD_NUMBERS, "0"]),
+    ("trainguard.recovery.inplace", ("after", *RUN, "--job", "7", "--allocation", "n1", "--need", "1",
+                                     "--job-nodes", "1", "--partition", "p", "--rc", "1"), "--max",
+     BAD_NUMBERS),
+    ("trainguard.recovery.requeue", ("--exclude", ""), "--job", ["abc", "", "7.1", "-3", "--all"]),
+]
+
+
+@pytest.mark.parametrize(("module", "others", "name", "values"), ARGUMENTS,
+                         ids=[f"{m.rsplit('.', 1)[-1]}-{o[0]}-{n}" for m, o, n, _ in ARGUMENTS])
+def test_every_recovery_cli_argument_out_of_range_exits_2_without_a_traceback(
+        module: str, others: tuple[str, ...], name: str, values: list[str]) -> None:
+    full = {k: v for k, v in os.environ.items() if not k.startswith(("TRAINGUARD_", "SLURM_"))}
+    for value in values:
+        proc = subprocess.run([sys.executable, "-m", module, *others, f"{name}={value}"], capture_output=True,
+                              text=True, env=full, timeout=60, check=False)
+        assert proc.returncode == 2, (name, value, proc.returncode, proc.stderr[-500:])
+        assert "Traceback" not in proc.stderr, (name, value, proc.stderr)
+        assert f"argument {name}" in proc.stderr, (name, value, proc.stderr)

@@ -10,6 +10,8 @@ import os
 import time
 from pathlib import Path
 
+from trainguard._files import write_atomic
+
 MARKER = "COMPLETE.json"
 
 
@@ -67,9 +69,5 @@ def mark_complete(directory: Path, step: int) -> None:
 
 
 def write_atomically(target: Path, text: str) -> None:
-    tmp = target.with_name(f".{target.name}.tmp")
-    with open(tmp, "w") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, target)
+    # mkstemp (never a planted name), fsync (the marker must be on disk before it is trusted).
+    write_atomic(target, text, 0o644, fsync=True)

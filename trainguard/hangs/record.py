@@ -14,12 +14,12 @@ dead), then the one whose heartbeat is oldest.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from trainguard import _files, _text
 from trainguard._units import format_duration
 from trainguard.heartbeat import Heartbeat
 from trainguard.recovery.suspects import Suspicion
@@ -54,10 +54,9 @@ def read_count(directory: Path) -> HangCount | None:
 
 def write_count(directory: Path, count: HangCount) -> None:
     target = Path(directory) / HANGS_FILE
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"chain": count.chain, "checkpoint": count.checkpoint,
-                               "runs": list(count.runs)}))
-    os.replace(tmp, target)
+    _files.clean_stale(target)
+    _files.write_atomic(target, json.dumps({"chain": count.chain, "checkpoint": count.checkpoint,
+                                            "runs": list(count.runs)}), 0o644)
 
 
 def chain_ends(count: HangCount, limit: int) -> bool:
@@ -125,6 +124,7 @@ class HangEvent:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> HangEvent:
+        d = _text.clean(d)   # a frame's path may hold a byte that is not UTF-8 ("\udce9")
         return cls(float(d["time"]), str(d["job_id"]), int(d["restart"]), int(d["rank"]), str(d["host"]),
                    int(d["step"]), str(d["phase"]), float(d["stalled_for"]),
                    tuple(str(f) for f in d.get("frames", ())), str(d.get("report", "")),
@@ -134,12 +134,9 @@ class HangEvent:
 
 def append_event(directory: Path, event: HangEvent) -> None:
     # One short line in one write() with O_APPEND: lines of several ranks never interleave.
-    line = (json.dumps(asdict(event)) + "\n").encode()
-    fd = os.open(Path(directory) / EVENTS_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        os.write(fd, line)
-    finally:
-        os.close(fd)
+    # O_NOFOLLOW: a symlink planted at the name in a shared run folder is refused, not followed.
+    _files.append_line(Path(directory) / EVENTS_FILE,
+                       (json.dumps(_text.clean(asdict(event))) + "\n").encode())
 
 
 def parse_events(text: str) -> list[HangEvent]:

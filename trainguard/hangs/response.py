@@ -221,7 +221,7 @@ class HangResponse:
                 f"{describe(first, now)}")
         log.error("trainguard: %s", line)
         if report is not None:
-            with contextlib.suppress(OSError), report.open("a") as out:
+            with contextlib.suppress(OSError), report.open("a", errors="backslashreplace") as out:
                 out.write(f"\n{line}\n" + "".join(f"  {describe(b, now)}\n" for b in beats))
         self._record_suspect(suspicion(first, self.job.job_id, frames, now))
         return describe(first, now), frozen

@@ -87,7 +87,9 @@ class NativeDump:
             return
         allow_tracing_by_children()
         try:
-            self._proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            # backslashreplace: a source path that is not UTF-8 is shown as \xNN, never a crash
+            self._proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                          errors="backslashreplace")
         except OSError as exc:
             self.status = f"py-spy failed: {exc}"
 
@@ -157,11 +159,11 @@ def allow_tracing_by_children() -> None:
 def write_report(path: Path, header: str) -> None:
     """The hang report: `header`, then every thread's Python stack."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as out:
+    with path.open("w", errors="backslashreplace") as out:   # a frame's path may not be UTF-8
         out.write(header.rstrip("\n") + "\n\n--- Python stacks (faulthandler, most recent call first) ---\n")
         write_python_stacks(out)
 
 
 def append_native(path: Path, native: NativeDump) -> None:
-    with path.open("a") as out:
+    with path.open("a", errors="backslashreplace") as out:
         native.write(out)

@@ -2,7 +2,9 @@
 
 Every answer is `key=value` lines on stdout (the templates parse them, no eval); warnings go
 to stderr. Exit codes: 0 go on; 6 (`restart`) a restart storm: end the chain on purpose;
-2 bad arguments or settings; 1 the record could not be written (`note`).
+2 bad arguments or settings (out of range: `usage:` and the reason; trainguard.recovery.cli_args);
+1 the record could not be written (`note`). A byte that is not UTF-8 in an argument or the
+record (a Latin-1 path in a hang detail) is written and shown as `\\xNN`, never a crash.
 
     note    --run-dir D --job J --cause C --nodes n1,n2 [--step S] [--detail TEXT]
     plan    --run-dir D --allocation HOSTLIST --need K [--job J]
@@ -26,9 +28,12 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from trainguard import _files, _text
 from trainguard.config import GuardConfig, config_from, storm_policy, suspect_policy
 from trainguard.errors import SlurmError
-from trainguard.recovery import hostlist, journal, plan, policy, restarts, summary, suspects
+from trainguard.recovery import cli_args, hostlist, journal, plan, policy, restarts, summary, suspects
+
+SUMMARY_MAX = 2000   # characters of the summary= line (its node lists are host lists, bounded too)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -49,9 +54,10 @@ def _parser() -> argparse.ArgumentParser:
     note.add_argument("--job", required=True)
     note.add_argument("--cause", required=True, choices=suspects.CAUSES)
     note.add_argument("--nodes", required=True, help="a Slurm host list")
-    note.add_argument("--step", type=int, default=-1)
+    note.add_argument("--step", type=cli_args.step, default=-1)
     note.add_argument("--detail", default="")
-    note.add_argument("--at", type=float, default=None, help="when it happened (epoch s; default: now)")
+    note.add_argument("--at", type=cli_args.epoch, default=None,
+                      help="when it happened (epoch s; default: now)")
     note.set_defaults(run=_note)
     pl = sub.add_parser("plan", help="the allocation's nodes to restart on in place")
     pl.add_argument("--allocation", required=True, help="a Slurm host list ($SLURM_JOB_NODELIST)")
@@ -60,7 +66,7 @@ def _parser() -> argparse.ArgumentParser:
     ex.add_argument("--partition", required=True)
     ex.set_defaults(run=_exclude)
     for s in (pl, ex):
-        s.add_argument("--need", required=True, type=_positive, help="nodes the training needs")
+        s.add_argument("--need", required=True, type=cli_args.positive, help="nodes the training needs")
         s.add_argument("--job", default=job)
         s.add_argument("--down", default="", help="failed nodes: left out whatever the policy")
     rs = sub.add_parser("restart", help="record a restart; exit 6 on a restart storm")
@@ -68,7 +74,7 @@ def _parser() -> argparse.ArgumentParser:
     rs.add_argument("--kind", required=True, choices=restarts.KINDS)
     rs.add_argument("--cause", required=True)
     rs.add_argument("--node", default="")
-    rs.add_argument("--step", type=int, default=-1, help="the checkpoint step it resumes from")
+    rs.add_argument("--step", type=cli_args.step, default=-1, help="the checkpoint step it resumes from")
     rs.add_argument("--excluded", default=None, help="the nodes excluded from the new start, when "
                     "not asked through `plan`/`exclude` (the watchdog's resubmit)")
     rs.set_defaults(run=_restart)
@@ -84,28 +90,27 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number >= 1")
-    return int(text)
-
-
 def _fail(code: int, message: str) -> int:
-    print(f"trainguard.recovery: {message}", file=sys.stderr)
+    print(f"trainguard.recovery: {_text.one_line(message)}", file=sys.stderr)
     return code
 
 
-def _out(lines: Sequence[str]) -> None:
-    # One value per line: a newline inside a value would forge a key for the template.
+def _warn(message: str) -> None:
+    _fail(0, f"warning: {message}")
+
+
+def _out(lines: Sequence[str], limit: int = 0) -> None:
+    # One value per line: a newline inside a value would forge a key for the template; a
+    # byte that is not UTF-8 is shown as \xNN (print() of a lone surrogate would raise).
     for line in lines:
-        print(line.replace("\n", " "))
+        print(_text.one_line(line, limit))
 
 
 def _note(args: argparse.Namespace, cfg: GuardConfig) -> int:
     try:
         nodes = hostlist.expand(args.nodes)
         at = time.time() if args.at is None else args.at
-        found = [suspects.Suspicion(n, args.cause, at, args.job, args.step, args.detail)
+        found = [suspects.Suspicion(n, args.cause, at, args.job, args.step, _text.from_os(args.detail))
                  for n in nodes]
     except ValueError as exc:
         return _fail(2, f"--nodes {args.nodes!r}: {exc}")
@@ -113,6 +118,8 @@ def _note(args: argparse.Namespace, cfg: GuardConfig) -> int:
     try:
         for s in found:
             suspects.record(args.run_dir, s, policy.to_fields(rules.suspect, rules.storm))
+    except ValueError as exc:
+        return _fail(2, str(exc))
     except OSError as exc:
         return _fail(1, f"cannot record in {journal.folder(args.run_dir)}: {exc}")
     _out([f"noted={','.join(nodes)}"])
@@ -122,7 +129,7 @@ def _note(args: argparse.Namespace, cfg: GuardConfig) -> int:
 def _verdicts(args: argparse.Namespace, cfg: GuardConfig) -> list[suspects.Verdict]:
     found, problems = suspects.read(args.run_dir)
     for problem in problems:
-        print(f"trainguard.recovery: warning: {problem} (left out)", file=sys.stderr)
+        _warn(f"{problem} (left out)")
     return suspects.judge(found, time.time(), suspect_policy(cfg))
 
 
@@ -164,13 +171,14 @@ def _remember(run_dir: Path, kind: str, text: str, fields: dict[str, object]) ->
     try:
         journal.append(run_dir, kind, time.time(), text, fields)
     except OSError as exc:
-        print(f"trainguard.recovery: warning: cannot record the {kind}: {exc}", file=sys.stderr)
+        _warn(f"cannot record the {kind}: {exc}")
 
 
 def _restart(args: argparse.Namespace, cfg: GuardConfig) -> int:
     now = time.time()
     try:
-        restart = restarts.Restart(now, args.job, args.kind, args.cause, args.node, args.step)
+        restart = restarts.Restart(now, args.job, args.kind, _text.from_os(args.cause),
+                                   _text.from_os(args.node), args.step)
     except ValueError as exc:
         return _fail(2, str(exc))
     found, _ = suspects.read(args.run_dir)
@@ -190,11 +198,13 @@ def _restart(args: argparse.Namespace, cfg: GuardConfig) -> int:
             journal.append(args.run_dir, "storm", now, summary.storm_page(storm),
                            {"job": restart.job, "reason": storm.reason, "history": storm.lines()})
         _write_summary(args.run_dir, text)
-    except OSError as exc:
-        print(f"trainguard.recovery: warning: cannot record the restart: {exc}", file=sys.stderr)
+    except (OSError, ValueError) as exc:
+        # A record that cannot be written is a warning, never an exit code: only a storm
+        # (EXIT_STORM) may end the chain, and a helper's failure must not read as one.
+        _warn(f"cannot record the restart: {exc}")
     for problem in problems:
-        print(f"trainguard.recovery: warning: {problem} (left out)", file=sys.stderr)
-    _out([f"summary={text}"])
+        _warn(f"{problem} (left out)")
+    _out([f"summary={text}"], SUMMARY_MAX)
     if storm is None:
         return 0
     _out([f"storm={storm.reason}", *(f"history={line}" for line in storm.lines())])
@@ -224,16 +234,16 @@ def _placement(run_dir: Path, job: str, kind: str, excluded: str | None) -> summ
 
 def _write_summary(run_dir: Path, text: str) -> None:
     target = journal.folder(run_dir) / summary.SUMMARY_FILE
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    tmp.write_text(text + "\n")
-    os.replace(tmp, target)
+    _files.make_dirs(target.parent, 0o755)
+    _files.clean_stale(target)
+    _files.write_atomic(target, _text.one_line(text) + "\n", 0o644)
 
 
 def _show(args: argparse.Namespace, cfg: GuardConfig) -> int:
     j = journal.read(args.run_dir)
     _out([e.text for e in j.entries] or [f"no record in {journal.folder(args.run_dir)}"])
     for problem in j.problems:
-        print(f"warning: {problem} (left out)")
+        _out([f"warning: {problem} (left out)"])
     out = [v for v in _verdicts(args, cfg) if v.excluded]
     _out([f"excluded now: {v.why()}" for v in out] or ["excluded now: none"])
     return 0
@@ -245,7 +255,7 @@ def _dump(args: argparse.Namespace, cfg: GuardConfig) -> int:
     rules = policy.recorded([e.fields for e in j.entries])   # the job's, not the watchdog's
     verdicts = suspects.judge(found, time.time(), rules.suspect)
     try:
-        last = (journal.folder(args.run_dir) / summary.SUMMARY_FILE).read_text().strip()
+        last = _text.from_bytes((journal.folder(args.run_dir) / summary.SUMMARY_FILE).read_bytes()).strip()
     except OSError:
         last = ""
     print(json.dumps({"entries": [dict(e.fields) for e in j.entries], "problems": list(problems),

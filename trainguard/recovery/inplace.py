@@ -30,7 +30,7 @@ from pathlib import Path
 
 from trainguard.causes import EXIT_EXCEPTION, EXIT_REQUEUE
 from trainguard.heartbeat import Heartbeat, of_run, read_heartbeats
-from trainguard.recovery import hostlist, nodefail
+from trainguard.recovery import cli_args, hostlist, nodefail, restarts
 from trainguard.recovery.inplace_io import (
     Recovery,
     ask,
@@ -152,14 +152,23 @@ def decide(s: Situation, failure: Failure, checkpoint: int, recovery: Recovery) 
     code, told, raw = ask(recovery, ["restart", *run, "--kind", kind, "--cause", failure.cause,
                                       "--node", ",".join(failure.nodes), "--step", str(checkpoint)])
     summary = told.get("summary", "")
-    if code != 0:
+    if code == restarts.EXIT_STORM:
         for line in raw.splitlines():
             if line.startswith(("storm=", "history=")):
                 say(line.split("=", 1)[1])
         return Decision("exit", code, summary=summary)
+    if code != 0:
+        _record_failed(code)
     if kind == "inplace":
         return Decision("relaunch", 0, use, "", s.restart + 1, summary)
     return Decision("requeue", EXIT_REQUEUE, "", exclude, s.restart, summary)
+
+
+def _record_failed(code: int) -> None:
+    # Only a storm (EXIT_STORM) ends the chain: a recovery helper that failed (a crash, a
+    # full record folder) must never turn a restart into the end of the training.
+    say(f"recording the restart failed (python -m trainguard.recovery restart exited {code}); "
+        f"restarting anyway (the restart storm limit cannot count this one)")
 
 
 def _after(args: argparse.Namespace) -> int:
@@ -235,8 +244,10 @@ def _start_short(args: argparse.Namespace, run: Sequence[str], suspects: list[st
     checkpoint = newest_checkpoint(Path(args.checkpoints) if args.checkpoints else None)
     code, told, _ = ask(recovery_cli, ["restart", *run, "--kind", "requeue", "--cause", "suspects",
                                         "--node", ",".join(suspects), "--step", str(checkpoint)])
-    if code != 0:
+    if code == restarts.EXIT_STORM:
         return Decision("exit", code, summary=told.get("summary", ""))
+    if code != 0:
+        _record_failed(code)
     return Decision("requeue", EXIT_REQUEUE, exclude=ex["exclude"], summary=told.get("summary", ""))
 
 
@@ -254,20 +265,20 @@ def _parser() -> argparse.ArgumentParser:
         s.add_argument("--run-dir", required=True)
         s.add_argument("--job", required=True)
         s.add_argument("--allocation", required=True, help="$SLURM_JOB_NODELIST")
-        s.add_argument("--need", type=int, required=True, help="nodes the training uses")
-        s.add_argument("--job-nodes", type=int, required=True)
+        s.add_argument("--need", type=cli_args.positive, required=True, help="nodes the training uses")
+        s.add_argument("--job-nodes", type=cli_args.positive, required=True)
         s.add_argument("--partition", required=True)
         s.add_argument("--checkpoints", default="")
-    after.add_argument("--rc", type=int, required=True)
+    after.add_argument("--rc", type=cli_args.exit_code, required=True)
     after.add_argument("--why", default="", help="the exit file's second line")
     after.add_argument("--signalled", choices=("0", "1"), default="0")
-    after.add_argument("--restart", type=int, default=0)
-    after.add_argument("--max", type=int, default=3)
+    after.add_argument("--restart", type=cli_args.count, default=0)
+    after.add_argument("--max", type=cli_args.count, default=3)
     after.add_argument("--heartbeats", default="")
-    reap.add_argument("--job", required=True)
-    reap.add_argument("--pid", type=int, required=True)
+    reap.add_argument("--job", type=cli_args.job_id, required=True)
+    reap.add_argument("--pid", type=cli_args.pid, required=True)
     reap.add_argument("--exit-file", required=True)
-    reap.add_argument("--grace", type=float, default=20.0)
+    reap.add_argument("--grace", type=cli_args.seconds, default=20.0)
     start.set_defaults(run=_start)
     after.set_defaults(run=_after)
     reap.set_defaults(run=_reap)

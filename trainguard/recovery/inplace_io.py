@@ -21,7 +21,8 @@ def kv(text: str) -> dict[str, str]:
 
 def recovery_cli(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "trainguard.recovery", *argv], capture_output=True,
-                          text=True, timeout=120, check=False)
+                          # backslashreplace: a byte from the record never crashes `after`
+                          text=True, errors="backslashreplace", timeout=120, check=False)
 
 
 def say(text: str) -> None:

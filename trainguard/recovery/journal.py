@@ -12,6 +12,7 @@ in `Journal.problems` and left out (a corrupt line never becomes a suspect or a 
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import time
@@ -19,6 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from trainguard import _files, _text
 
 FOLDER = "recovery"
 LINE_MAX = 3800     # bytes; below PIPE_BUF (4096) with room for the newline
@@ -48,34 +51,34 @@ def folder(run_dir: Path) -> Path:
 
 
 def clock_text(at: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
+    """ValueError for a time that is no time (NaN, infinite, beyond the calendar)."""
+    if not math.isfinite(at):
+        raise ValueError(f"{at}: not a time")
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
+    except (OverflowError, OSError) as exc:
+        raise ValueError(f"{at}: not a time ({exc})") from exc
 
 
 def append(run_dir: Path, kind: str, at: float, text: str, fields: Mapping[str, Any]) -> None:
-    """Append one entry; OSError when the folder cannot take it (the caller says so)."""
-    data = {"v": VERSION, "kind": kind, "at": round(at, 3), **fields,
-            "text": f"{clock_text(at)} {text}"}
+    """Append one entry; OSError when the folder cannot take it (the caller says so),
+    ValueError for a time that is no time. Text from outside (a hang frame's path, a
+    detail given on the command line) is written with its undecodable bytes as `\\xNN`."""
+    data = _text.clean({"v": VERSION, "kind": kind, "at": round(at, 3), **fields,
+                        "text": f"{clock_text(at)} {text}"})
     line = json.dumps(data, sort_keys=False) + "\n"
     if len(line.encode()) > LINE_MAX:   # only the prose can be long: cut it, keep the facts
         over = len(line.encode()) - LINE_MAX + 3
         data["text"] = data["text"][: max(0, len(data["text"]) - over)] + "..."
         line = json.dumps(data) + "\n"
     target = folder(run_dir)
-    target.mkdir(mode=0o755, parents=True, exist_ok=True)
-    _write_line(target / f"{_host()}.jsonl", line.encode())
+    _files.make_dirs(target, 0o755)
+    _files.append_line(target / f"{_host()}.jsonl", line.encode())
 
 
 def _host() -> str:
     # The name the record's readers know the node by; "/" cannot be in a node name.
     return (os.environ.get("SLURMD_NODENAME") or socket.gethostname()).replace("/", "_")
-
-
-def _write_line(path: Path, line: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        os.write(fd, line)
-    finally:
-        os.close(fd)
 
 
 def read(run_dir: Path) -> Journal:
@@ -92,7 +95,9 @@ def read(run_dir: Path) -> Journal:
     for path in files:
         try:
             untrusted = _untrusted(path)
-            text = "" if untrusted else path.read_text(errors="replace")
+            # surrogateescape, not "replace": a raw byte in a JSON string is kept, and parse()
+            # shows it as `\\xNN` (a decoded `\\xNN` would be an invalid JSON escape)
+            text = "" if untrusted else path.read_bytes().decode("utf-8", "surrogateescape")
         except OSError as exc:
             problems.append(f"{path}: cannot read: {exc.strerror or exc}")
             continue
@@ -124,9 +129,11 @@ def parse(text: str, name: str) -> tuple[list[Entry], list[str]]:
             continue
         origin = f"{name}:{number}"
         try:
-            data = json.loads(line)
-            entries.append(Entry(str(data["kind"]), float(data["at"]), data, str(data.get("text", "")),
-                                 origin))
-        except (ValueError, KeyError, TypeError) as exc:
+            data = _text.clean(json.loads(line))   # "\\udce9" in JSON is a lone surrogate
+            at = float(data["at"])
+            if not math.isfinite(at):
+                raise ValueError(f"at={at}")
+            entries.append(Entry(str(data["kind"]), at, data, str(data.get("text", "")), origin))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:   # a list, not an object
             problems.append(f"{origin}: not a whole record ({type(exc).__name__}): {line[:80]!r}")
     return entries, problems

@@ -5,9 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from trainguard.recovery.suspects import Verdict
+from trainguard.recovery import hostlist
+from trainguard.recovery.suspects import CAUSE_WORDS, Verdict
 from trainguard.slurm.run import Reply, run_slurm
 
+# Bounds of the words (the why= line): a run with every node suspect once gave a 52 KB line.
+REASONS_MAX = 600          # characters of reasons listed node by node; beyond, summarised
+NODES_NAMED = 5            # nodes named in a summary, as a host list
 # sinfo's short states in which a node takes no new job (a trailing "*": not responding)
 UNUSABLE = ("down", "drain", "drng", "fail", "maint", "futr", "unk", "inval", "npc", "pow_dn", "reboot")
 
@@ -42,7 +46,7 @@ def in_place(allocation: Sequence[str], need: int, verdicts: Sequence[Verdict],
     out = _reasons(verdicts, down)
     suspects = tuple(n for n in allocation if n in out)
     healthy = [n for n in allocation if n not in out]
-    reasons = "; ".join(out[n] for n in suspects)
+    reasons = _reasons_text(suspects, out, verdicts)
     if len(healthy) < need:
         return Plan((), suspects, 0, False,
                     f"only {len(healthy)} of the allocation's {len(allocation)} nodes are not suspect "
@@ -51,6 +55,29 @@ def in_place(allocation: Sequence[str], need: int, verdicts: Sequence[Verdict],
     why = (f"excluded {reasons}" if suspects else "no suspect node in the allocation") + \
         f"; {left} spare{'s' if left != 1 else ''} left"
     return Plan(tuple(healthy[:need]), suspects, left, True, why)
+
+
+def _reasons_text(nodes: Sequence[str], out: dict[str, str], verdicts: Sequence[Verdict]) -> str:
+    """Why `nodes` are left out: each node's reasons while short; beyond REASONS_MAX, the
+    count per cause, the first few nodes as a host list, and how many more."""
+    listed = "; ".join(out[n] for n in nodes)
+    if len(listed) <= REASONS_MAX:
+        return listed
+    wanted = set(nodes)
+    per_cause: dict[str, int] = {}
+    for v in verdicts:
+        if v.node in wanted and v.excluded:
+            for cause in v.causes:
+                per_cause[cause] = per_cause.get(cause, 0) + 1
+    suspect = {v.node for v in verdicts if v.excluded}
+    failed = sum(1 for n in nodes if n not in suspect)
+    counts = [f"{n} {CAUSE_WORDS.get(c, c)}" for c, n in sorted(per_cause.items(), key=lambda i: -i[1])]
+    counts += [f"{failed} failed (down or gone from the job)"] if failed else []
+    more = len(nodes) - NODES_NAMED
+    named = hostlist.compress(list(nodes[:NODES_NAMED]))
+    return (f"{len(nodes)} nodes ({', '.join(counts)}): {named}" +
+            (f" and {more} more (`python -m trainguard.recovery show --run-dir ...` lists them)"
+             if more > 0 else ""))
 
 
 def _reasons(verdicts: Sequence[Verdict], down: Sequence[str]) -> dict[str, str]:
@@ -71,9 +98,9 @@ def for_partition(nodes: Sequence[tuple[str, str]], need: int, verdicts: Sequenc
     names = {n for n, _ in nodes}
     usable = {n for n, state in nodes if usable_state(state)}
     left = usable - set(out)
-    reasons = "; ".join(out.values())
+    reasons = _reasons_text(list(out), out, verdicts)
     if len(left) < need:
-        return Exclusion((), f"not excluding {','.join(out)} ({reasons}): that would "
+        return Exclusion((), f"not excluding {hostlist.readable(list(out))} ({reasons}): that would "
                              f"leave {len(left)} usable node{'s' if len(left) != 1 else ''} of the "
                              f"partition's {len(names)}, and the job needs {need}")
     return Exclusion(tuple(out), f"excluded {reasons}; {len(left)} usable nodes left")

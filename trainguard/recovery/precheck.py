@@ -13,6 +13,11 @@ Only in a job step of the templates (TRAINGUARD_RUN_DIR set): the failing rank r
 node (cause "precheck"), writes the exit code file (EXIT_PRECHECK, the reason in words),
 ends the job step so that its peers do not wait at the rendezvous, and exits. The template
 then restarts in place without that node, or requeues excluding it.
+
+A failure of the checkpoint folder's filesystem that every node shares (full: ENOSPC, over
+quota: EDQUOT, or too little space for a save) is the run's, not the node's: no node becomes
+a suspect (each would be excluded in turn); the rank writes EXIT_CANNOT_SAVE with the words,
+ends the step and exits, and the template ends the job with that code (not requeued).
 """
 from __future__ import annotations
 
@@ -26,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from trainguard.causes import EXIT_CANNOT_SAVE
 from trainguard.heartbeat import node_name
 
 if TYPE_CHECKING:  # the config is read, never built, here: no run-time import of the layer above
@@ -36,12 +42,15 @@ EXIT_PRECHECK = 7          # this node failed the check before a (re)start: a su
 SPACE_MARGIN = 1.2         # a save needs the newest checkpoint's size and a fifth more
 # A folder's permissions or a read-only mount are a setting of the run, not a node's fault.
 SETTINGS_ERRORS = (errno.EACCES, errno.EPERM, errno.EROFS)
-
+# A full or over-quota shared filesystem: the run's storage, the same seen from every node.
+FULL_ERRORS = (errno.ENOSPC, errno.EDQUOT)
+NODE, RUN = "node", "run"   # whose fault a failed check is
 
 @dataclass(frozen=True)
 class Failed:
     what: str              # "checkpoint folder", "free space", "scratch", "accelerator"
     why: str
+    scope: str = NODE      # RUN: the shared checkpoint folder's, the same from every node
 
     def sentence(self) -> str:
         return f"{self.what}: {self.why}"
@@ -64,10 +73,19 @@ def check_folder(root: Path) -> Failed | None:
         probe.write_bytes(b"precheck")
         probe.unlink()
     except OSError as exc:
-        if exc.errno in SETTINGS_ERRORS:
-            return None    # the same on every node: the save check at resume ends it (exit 4)
-        return Failed("checkpoint folder", f"{root} cannot be read and written: {exc}")
+        return folder_failure(root, exc)
     return None
+
+
+def folder_failure(root: Path, exc: OSError) -> Failed | None:
+    """Whose fault an error of the checkpoint folder is: None for a setting of the run (its
+    permissions, a read-only mount: the save check at resume ends it, exit 4), the run's for
+    a full or over-quota filesystem, else this node's."""
+    if exc.errno in SETTINGS_ERRORS:
+        return None
+    if exc.errno in FULL_ERRORS:
+        return Failed("checkpoint folder", f"{root} is full ({exc.strerror})", RUN)
+    return Failed("checkpoint folder", f"{root} cannot be read and written: {exc}")
 
 
 def check_space(root: Path, free: Callable[[Path], int]) -> Failed | None:
@@ -77,7 +95,8 @@ def check_space(root: Path, free: Callable[[Path], int]) -> Failed | None:
     except OSError as exc:
         return Failed("free space", f"cannot tell the free space of {root}: {exc}")
     if left < need:
-        return Failed("free space", f"{left} bytes free in {root}, a save needs about {need}")
+        # The checkpoint folder is on the run's shared storage: every node sees the same.
+        return Failed("free space", f"{left} bytes free in {root}, a save needs about {need}", RUN)
     return None
 
 
@@ -147,6 +166,8 @@ def run(cfg: GuardConfig, env: Mapping[str, str]) -> None:
     failed = precheck(cfg, env)
     if failed is None:
         return
+    if failed.scope == RUN:
+        _end_run(cfg, env, failed)
     why = f"node {node_name()} failed the check before the start: {failed.sentence()}"
     log.error("trainguard: %s; it is a suspect now: ending the job step", why)
     record(cfg, env, failed)
@@ -156,6 +177,20 @@ def run(cfg: GuardConfig, env: Mapping[str, str]) -> None:
     _end_own_step(env)
     logging.shutdown()
     os._exit(EXIT_PRECHECK)
+
+
+def _end_run(cfg: GuardConfig, env: Mapping[str, str], failed: Failed) -> None:
+    """The run's storage cannot take a save: no suspect (every node would fail the same),
+    the words in the exit file, the step ended, EXIT_CANNOT_SAVE (not requeued)."""
+    why = (f"{failed.sentence()}: the run's storage, not node {node_name()}; free space (or "
+           "raise the quota) or move TRAINGUARD_CHECKPOINT_DIR, then resubmit")
+    log.error("trainguard: cannot save a checkpoint: %s; no node is a suspect: ending the job step", why)
+    if cfg.exit_file is not None:
+        from trainguard.stopping.exits import write_exit_file
+        write_exit_file(cfg.exit_file, EXIT_CANNOT_SAVE, f"cannot save: {why}")
+    _end_own_step(env)
+    logging.shutdown()
+    os._exit(EXIT_CANNOT_SAVE)
 
 
 def _end_own_step(env: Mapping[str, str]) -> None:

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainguard.errors import SlurmError
+from trainguard.recovery import cli_args
 from trainguard.slurm.run import Reply, run_slurm
 
 Runner = Callable[[Sequence[str]], Reply]
@@ -169,7 +170,7 @@ def note_refusal(run_dir: Path | None, job_id: str, nodes: Sequence[str], refuse
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m trainguard.recovery.requeue",
                                      description=__doc__.split("\n")[0])
-    parser.add_argument("--job", required=True, help="the job id (SLURM_JOB_ID)")
+    parser.add_argument("--job", required=True, type=cli_args.job_id, help="the job id (SLURM_JOB_ID)")
     parser.add_argument("--exclude", default="", help="nodes to exclude, comma-separated")
     parser.add_argument("--pending", action="store_true",
                         help="no requeue: set the exclusion on this pending job (an array's next task)")
@@ -177,8 +178,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="the run's record, where a refused exclusion is noted "
                              "(default: $TRAINGUARD_RUN_DIR)")
     args = parser.parse_args(argv)
-    if not re.fullmatch(r"\d+(_\d+)?", args.job):
-        parser.error(f"--job {args.job!r}: expected a job id such as 1234")
     nodes = [n for n in args.exclude.split(",") if n]
     bad = [n for n in nodes if not re.fullmatch(r"[A-Za-z0-9._\[\]-]+", n)]
     if bad:

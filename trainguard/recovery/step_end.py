@@ -12,6 +12,7 @@ import psutil
 
 from trainguard.errors import SlurmError
 from trainguard.slurm.run import Reply, run_slurm
+from trainguard.stopping.exits import step_in_exit_file
 
 Runner = Callable[[Sequence[str]], Reply]
 # Batch, extern and interactive steps carry these ids (or names): never ended here.
@@ -48,17 +49,37 @@ def end_step(step: str, run: Runner = _run, clock: Callable[[], float] = time.mo
         pause(2.0)
 
 
-def reap(job: str, pid: int, exit_file: Path, grace: float, say: Callable[[str], None]) -> None:
-    """Rank 0 wrote its exit code and the step still runs after `grace`: a frozen peer whose
-    `scancel --signal=KILL` was lost. End it again, until Slurm shows it gone; returns when
-    the step's srun (`pid`) has ended."""
+def own_step(job: str, exit_file: Path) -> str:
+    """The step to end: the one whose rank 0 wrote the exit file (its `step=` line), when it is
+    a step of `job`; "" when the file does not say (never a guess: a sidecar step of the same
+    job, a data server or a monitor, must not be ended)."""
+    try:
+        text = exit_file.read_bytes().decode("utf-8", "backslashreplace")
+    except OSError:
+        return ""
+    step = step_in_exit_file(text)
+    m = _SRUN_STEP.match(step)
+    return step if m and m.group(1) == job else ""
+
+
+def reap(job: str, pid: int, exit_file: Path, grace: float, say: Callable[[str], None],
+         run: Runner = _run) -> None:
+    """Rank 0 wrote its exit code and its step still runs after `grace`: a frozen peer whose
+    `scancel --signal=KILL` was lost. End that step again (only that one: the exit file names
+    it), until Slurm shows it gone; returns when the step's srun (`pid`) has ended."""
     started: float | None = None
+    told = False
     while psutil.pid_exists(pid):
         if started is None and exit_file.exists():
             started = time.monotonic()
         if started is not None and time.monotonic() - started >= grace:
-            for step in job_steps(job):
+            step = own_step(job, exit_file)
+            if step and step in job_steps(job, run):
                 say(f"rank 0 exited {grace:g} s ago and step {step} still runs: ending it")
-                say(end_step(step))
+                say(end_step(step, run))
+            elif not step and not told:
+                told = True
+                say(f"rank 0 exited {grace:g} s ago, but {exit_file} names no step of job {job}: "
+                    "cannot tell which step is the training's; not ending any")
             started = time.monotonic()
         time.sleep(0.5)

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from trainguard._units import format_duration
+from trainguard.recovery import hostlist
 from trainguard.recovery.restarts import Restart, Storm
 from trainguard.recovery.suspects import CAUSE_WORDS, Suspicion
 
@@ -42,13 +43,15 @@ def what_happened(restart: Restart, suspicion: Suspicion | None) -> str:
 
 def summarize(restart: Restart, suspicion: Suspicion | None, placement: Placement) -> str:
     parts = [what_happened(restart, suspicion)]
-    parts.append(f"{','.join(placement.exclude)} excluded" if placement.exclude else "no node excluded")
+    # As a host list: with many nodes excluded, the comma list made a line of kilobytes.
+    parts.append(f"{hostlist.readable(placement.exclude)} excluded" if placement.exclude
+                 else "no node excluded")
     clock = time.strftime("%H:%M", time.localtime(restart.at))
     start = f"from step {restart.step:,}" if restart.step >= 0 else "from the start"
     after = (f", {format_duration(max(0.0, restart.at - suspicion.at))} after the fault"
              if suspicion is not None else "")
     if restart.kind == "inplace":
-        on = f" on {','.join(placement.use)}" if placement.use else ""
+        on = f" on {hostlist.readable(placement.use)}" if placement.use else ""
         parts.append(f"training resumed at {clock}{on} {start}{after}")
     else:
         verb = "requeued" if restart.kind == "requeue" else "resubmitted"

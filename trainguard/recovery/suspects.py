@@ -17,6 +17,7 @@ once.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,9 @@ log = logging.getLogger("trainguard")
 CAUSES = ("hang", "node_fail", "rank_died", "drained", "precheck")
 CAUSE_WORDS = {"hang": "hang", "node_fail": "node failure", "rank_died": "a rank died",
                "drained": "drained by Slurm", "precheck": "failed the check before a restart"}
+COUNTED_WORDS = {"hang": "hangs", "node_fail": "node failures", "rank_died": "ranks died",
+                 "drained": "drains by Slurm", "precheck": "failed checks before a restart"}
+WHY_LISTED = 3             # suspicions of one node listed one by one; beyond, counted
 DETAIL_MAX = 300
 
 
@@ -80,9 +84,21 @@ class Verdict:
     excluded: bool
 
     def why(self) -> str:
-        causes = ", ".join(f"{CAUSE_WORDS[s.cause]}" + (f" at step {s.step:,}" if s.step >= 0 else "")
-                           for s in self.suspicions)
-        return f"{self.node}: {causes}"
+        """"node2: hang at step 41,200" for a few suspicions; beyond WHY_LISTED, counted per
+        cause ("node7: 3 hangs, 1 rank died; last at step 41,200"): bounded however many."""
+        if len(self.suspicions) <= WHY_LISTED:
+            causes = ", ".join(f"{CAUSE_WORDS[s.cause]}" + (f" at step {s.step:,}" if s.step >= 0 else "")
+                               for s in self.suspicions)
+            return f"{self.node}: {causes}"
+        counts = Counter(s.cause for s in self.suspicions)
+        counted = ", ".join(f"{n} {COUNTED_WORDS[c] if n > 1 else CAUSE_WORDS[c]}"
+                            for c, n in counts.most_common())
+        last = self.suspicions[-1].step
+        return f"{self.node}: {counted}" + (f"; last at step {last:,}" if last >= 0 else "")
+
+    @property
+    def causes(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(s.cause for s in self.suspicions))
 
 
 def record(run_dir: Path, s: Suspicion, policy: Mapping[str, Any] | None = None) -> None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import NoReturn, Protocol
 
+from trainguard import _files, _text
 from trainguard.stopping.agreement import Agreement
 from trainguard.stopping.fast_exit import FastExit
 
@@ -18,14 +19,33 @@ log = logging.getLogger("trainguard")
 def write_exit_file(path: Path, code: int, why: str = "") -> None:
     """The code on the first line (what the batch script acts on); on the second, in words,
     what happened, for the script's own log line: exit 140 is a requeue with a checkpoint
-    saved, or (a hang) a requeue without one, and the script cannot tell them apart."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    words = " ".join(why.split())
+    saved, or (a hang) a requeue without one, and the script cannot tell them apart. The
+    third, `step=JOB.STEP`, names the job step that wrote it: `inplace reap` ends that step
+    only, never a sidecar step of the same job (the templates read lines 1 and 2)."""
+    words = _text.one_line(" ".join(why.split()))
+    step = step_of(os.environ)
     try:
-        tmp.write_text(f"{code}\n{words}\n" if words else f"{code}\n")
-        os.replace(tmp, path)
+        _files.clean_stale(path)
+        _files.write_atomic(path, f"{code}\n{words}\n" + (f"step={step}\n" if step else ""), 0o644)
     except OSError as exc:
         log.error("trainguard: cannot write the exit code to %s: %s", path, exc)
+
+
+def step_of(env: Mapping[str, str]) -> str:
+    """"JOB.STEP" of the srun step this process runs in; "" outside one (the batch or extern
+    step: their ids are 4294967290 and up on some releases)."""
+    job, step = env.get("SLURM_JOB_ID", ""), env.get("SLURM_STEP_ID", "")
+    if job.isdigit() and step.isdigit() and int(step) < 4294967290:
+        return f"{job}.{step}"
+    return ""
+
+
+def step_in_exit_file(text: str) -> str:
+    """The `step=` line of an exit file; "" when it has none (an older trainguard)."""
+    for line in text.splitlines()[2:]:
+        if line.startswith("step="):
+            return line[len("step="):].strip()
+    return ""
 
 
 def destroy_process_group(agreement: Agreement | None) -> None:

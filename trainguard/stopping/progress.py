@@ -9,10 +9,11 @@ EXIT_NO_PROGRESS (never 140) and a message saying why. A new submission is a new
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from trainguard import _files
 
 if TYPE_CHECKING:
     from trainguard.slurm.job import JobEnv
@@ -52,9 +53,8 @@ def read_progress(directory: Path) -> Progress | None:
 def write_progress(directory: Path, progress: Progress) -> None:
     target = Path(directory) / PROGRESS_FILE
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(asdict(progress)))
-    os.replace(tmp, target)
+    _files.clean_stale(target)
+    _files.write_atomic(target, json.dumps(asdict(progress)), 0o644)
 
 
 def stuck_message(progress: Progress, path: Path) -> str:
