@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import tempfile
 from pathlib import Path
 
 PRIVATE_DIR = 0o700
@@ -87,6 +86,10 @@ def temp_beside(target: Path, mode: int = PRIVATE_FILE) -> tuple[int, str]:
     a random name starting with `.<target name>.`), mode `mode`: (descriptor, path). For
     writers that fill it by name (SQLite's backup), then rename it into place."""
     target = Path(target)
+    # Imported here: tempfile pulls in shutil and random, and every command (status on a
+    # login node, in a monitoring loop) loads this module; only the writers need mkstemp.
+    import tempfile
+
     fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
         os.fchmod(fd, mode)

@@ -52,7 +52,8 @@ HELP_MODULES = {"watchdogs", "watchdogs.cli", "watchdogs.commands"}
 STATUS_MODULES = {
     "watchdogs", "watchdogs.cli", "watchdogs.commands", "watchdogs.commands.base",
     "watchdogs.commands.status", "watchdogs.errors", "watchdogs.redact", "watchdogs.units",
-    "watchdogs.humanize", "watchdogs.result", "watchdogs.plugins", "watchdogs.configured",
+    "watchdogs.humanize", "watchdogs.ownfiles",  # through state.snapshot, whose publish writes with it
+    "watchdogs.result", "watchdogs.plugins", "watchdogs.configured",
     "watchdogs.schedules", "watchdogs.textsafe", "watchdogs.procs", "watchdogs.trust",
     "watchdogs.config", "watchdogs.config.loader", "watchdogs.config.model",
     "watchdogs.config.options", "watchdogs.config.paths", "watchdogs.config.sections",
@@ -83,6 +84,7 @@ VALIDATE_MODULES = STATUS_MODULES - {
     "watchdogs.alerts.schema", "watchdogs.schedules", "watchdogs.scheduler.changes",
     "watchdogs.state.snapshot", "watchdogs.procs",
     "watchdogs.state.watching", "watchdogs.report", "watchdogs.report.verdict",
+    "watchdogs.ownfiles",  # status reaches it through the view's module (its writer side)
     # validate checks that every user and @group a `users` names exists (pwd/grp only).
 } | {"watchdogs.commands.validate", "watchdogs.slurmctl.users"}
 
