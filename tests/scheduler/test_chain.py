@@ -120,25 +120,43 @@ def test_scancel_starts_the_successor_which_catches_up_once(chain_site: Site) ->
     assert job_state(first) == "CANCELLED"
 
 
-@pytest.mark.timeout(90)
-def test_usr1_hands_over_after_the_item_in_progress(chain_site: Site) -> None:
+def chain_job(site: Site, role: str, predecessor: str) -> str | None:
+    """The pending chain job of that role queued by that instance (its --comment)."""
+    out = sh("squeue", "--me", "--noheader", f"--name={site.job_name}", "--states=PENDING",
+             "--format=%i|%k", check=False)
+    jobs = (line.split("|", 1) for line in out.split())
+    return next((j for j, c in jobs if c == f"watchdogs:{role}:{predecessor}"), None)
+
+
+@pytest.mark.timeout(120)
+def test_the_next_starts_before_the_end_and_takes_over_after_the_item_in_progress_without_a_gap(
+        chain_site: Site) -> None:
     site, marks = chain_site, chain_site.root / "marks"
-    site.write_config(hourly="1h")
-    site.dropin("slow", script(f"echo start >> {marks}\nsleep 3\necho end >> {marks}\necho 'slow done'"))
+    site.write_config()
+    site.dropin("tick", script("echo 'tick OK'"))
+    site.dropin("slow", script(f"echo start >> {marks}\nsleep 3\necho end >> {marks}\necho 'slow done'"),
+                folder="cron.daily")
     site.watchdogs("start")
     first = wait_for(lambda: running(site.job_name), timeout=30, what="the first instance")
+    nxt = wait_for(lambda: chain_job(site, "next", first), timeout=30, what="a next, eligible before the end")
+    rescue = wait_for(lambda: chain_job(site, "rescue", first), timeout=5, what="a rescue behind it")
     wait_for(lambda: marks.exists(), timeout=30, what="the slow drop-in to start")
-    sh("scancel", "--batch", "--signal=USR1", first)
-    wait_for(lambda: job_state(first) == "COMPLETED", timeout=30, what="a clean exit")
-    second = wait_for(lambda: running(site.job_name, not_=(first,)), timeout=30, what="the successor")
-    assert marks.read_text().split() == ["start", "end"]  # finished, not killed
-    (run,) = records(site).history("cron.hourly/slow")
+    # A CPU frees before the time limit (or the begin time comes): the next starts while the first runs.
+    sh("scontrol", "update", f"JobId={nxt}", "StartTime=now")
+    wait_for(lambda: job_state(first) == "COMPLETED", timeout=60, what="the first instance to hand over")
+    wait_for(lambda: running(site.job_name) == nxt, timeout=30, what="the next to take over")
+    assert marks.read_text().split() == ["start", "end"]  # the item in progress finished, not killed
+    (run,) = records(site).history("cron.daily/slow")
     assert run["summary"] == "slow done"
-    lives = records(site).lives_before(10**9)
-    assert [(lf.job_id, lf.reason) for lf in lives if lf.job_id == first] == [
-        (first, "handover (SIGUSR1: time limit near)")]
-    assert second != first
-    wait_for(lambda: len(live_jobs(site.job_name)) == 2, timeout=10, what="the next successor")
+    (old,) = [lf for lf in records(site).lives_before(10**9) if lf.job_id == first]
+    assert old.reason == f"handover to job {nxt}"
+    wait_for(lambda: chain_job(site, "next", nxt) and chain_job(site, "rescue", nxt), timeout=30,
+             what="the new instance's own next and rescue")
+    assert job_state(rescue) == "CANCELLED"  # the old rescue is not a second instance
+    wait_for(lambda: [t for t in starts(site, "cron.hourly/tick") if t > old.last_seen][1:], timeout=30,
+             what="runs in the new instance")
+    ticks = starts(site, "cron.hourly/tick")
+    assert max(b - a for a, b in zip(ticks, ticks[1:], strict=False)) <= PERIOD + 2.5, ticks  # no gap
 
 
 @pytest.mark.timeout(90)

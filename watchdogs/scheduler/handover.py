@@ -43,6 +43,9 @@ class Decision:
     others: tuple[chain.ChainJob, ...]
     """The instances still live that must be gone before the state is opened."""
     why: str
+    cancel: tuple[str, ...] = ()
+    """The rescues of a predecessor asked to hand over: it will end well, and a rescue that
+    starts then would only find this instance running and leave."""
 
 
 def decide(me: str, jobs: Sequence[chain.ChainJob]) -> Decision:
@@ -59,8 +62,11 @@ def decide(me: str, jobs: Sequence[chain.ChainJob]) -> Decision:
     if not running:
         return Decision("take over", live, "the previous instance is ending: "
                         + ", ".join(f"job {j.id} ({j.state})" for j in live))
+    asked = {j.id for j in running}
+    rescues = tuple(j.id for j in jobs
+                    if j.state == "PENDING" and j.role == "rescue" and j.predecessor in asked)
     return Decision("ask predecessor", live, "asking " + ", ".join(f"job {j.id}" for j in running)
-                    + " to hand over")
+                    + " to hand over", rescues)
 
 
 @dataclass(frozen=True)
@@ -86,6 +92,7 @@ def take_over(settings: chain.ChainSettings, me: str, env: Mapping[str, str],
         return Outcome(True, decision.why)
     LOG.info("handover: %s", decision.why)
     if decision.action == "ask predecessor":
+        _cancel_rescues(decision.cancel, env, runner)
         _ask(decision.others, env, runner)
     if _wait_gone(settings, me, env, runner, clock, pause, HANDOVER_WAIT_S):
         return Outcome(True, "handed over")
@@ -99,6 +106,13 @@ def take_over(settings: chain.ChainSettings, me: str, env: Mapping[str, str],
     if _wait_gone(settings, me, env, runner, clock, pause, GONE_WAIT_S):
         return Outcome(True, "took over from a wedged instance")
     return Outcome(False, f"superseded: job {', '.join(wedged)} would not end; this instance leaves it")
+
+
+def _cancel_rescues(jobs: Sequence[str], env: Mapping[str, str], runner: SlurmRunner) -> None:
+    try:
+        chain.cancel(jobs, env, runner)
+    except WatchdogsError as exc:  # it would start, see this instance, and leave: no harm
+        LOG.warning("handover: cannot cancel the predecessor's rescue %s: %s", ", ".join(jobs), exc)
 
 
 def _ask(others: Sequence[chain.ChainJob], env: Mapping[str, str], runner: SlurmRunner) -> None:

@@ -110,6 +110,7 @@ def run_instance(config_path: Path, *, chained: bool, stop: StopFlag, registry: 
     last_word = LastWord(settings, job_id, sink, lambda: list(sink.channels), switch, env, runner, clock)
     if keeper is not None:
         keeper.on_blind = _warner(sink, settings, switch, env, runner, clock)
+        keeper.warn_if_due(clock())
     try:
         periodic = [Periodic(RETRY_S, keeper.try_now, "successor check")] if keeper else []
         def say(news: list[ItemOutcome]) -> None:

@@ -77,14 +77,20 @@ class SuccessorKeeper:
         if found.done != (self.found.done if self.found else None):
             LOG.info("chain: %s", found.done)
         self.found, self.secured = found, True
+        self.warn_if_due(now)
         warn = min(self.settings.warn, self.settings.lead)
-        stops = warn_due(found, local, warn)
-        if stops is not None and not self.warned and self.on_blind is not None:
-            self.warned = True
-            self.on_blind(stops, pending_words(found))
         window = stops_at(found.own)
         near = window is not None and (window - timedelta(seconds=warn)).timestamp() - now < chain.RECHECK_S
         self.next_check = now + (RETRY_S if near else chain.RECHECK_S)
+
+    def warn_if_due(self, now: float) -> None:
+        """Once: the WARNING, from the last look (also right after the channels exist)."""
+        if self.found is None or self.warned or self.on_blind is None:
+            return
+        stops = warn_due(self.found, datetime.fromtimestamp(now), min(self.settings.warn, self.settings.lead))
+        if stops is not None:
+            self.warned = True
+            self.on_blind(stops, pending_words(self.found))
 
     def try_now(self, now: float) -> None:
         try:
