@@ -44,8 +44,8 @@ class Decision:
     """The instances still live that must be gone before the state is opened."""
     why: str
     cancel: tuple[str, ...] = ()
-    """The rescues of a predecessor asked to hand over: it will end well, and a rescue that
-    starts then would only find this instance running and leave."""
+    """The rescues of the instances this one replaces: a rescue that starts once they end
+    would only find this instance running and leave."""
 
 
 def decide(me: str, jobs: Sequence[chain.ChainJob]) -> Decision:
@@ -59,12 +59,12 @@ def decide(me: str, jobs: Sequence[chain.ChainJob]) -> Decision:
     if role == "rescue" and running:
         # A rescue starts only after its predecessor ended: one running now took over already.
         return Decision("superseded", tuple(running), f"superseded: job {running[0].id} watches")
+    ending = {j.id for j in live}
+    rescues = tuple(j.id for j in jobs
+                    if j.state == "PENDING" and j.role == "rescue" and j.predecessor in ending)
     if not running:
         return Decision("take over", live, "the previous instance is ending: "
-                        + ", ".join(f"job {j.id} ({j.state})" for j in live))
-    asked = {j.id for j in running}
-    rescues = tuple(j.id for j in jobs
-                    if j.state == "PENDING" and j.role == "rescue" and j.predecessor in asked)
+                        + ", ".join(f"job {j.id} ({j.state})" for j in live), rescues)
     return Decision("ask predecessor", live, "asking " + ", ".join(f"job {j.id}" for j in running)
                     + " to hand over", rescues)
 
@@ -91,8 +91,9 @@ def take_over(settings: chain.ChainSettings, me: str, env: Mapping[str, str],
     if not decision.others:
         return Outcome(True, decision.why)
     LOG.info("handover: %s", decision.why)
-    if decision.action == "ask predecessor":
+    if decision.cancel:
         _cancel_rescues(decision.cancel, env, runner)
+    if decision.action == "ask predecessor":
         _ask(decision.others, env, runner)
     if _wait_gone(settings, me, env, runner, clock, pause, HANDOVER_WAIT_S):
         return Outcome(True, "handed over")
