@@ -10,7 +10,7 @@ import hashlib
 import re
 import shlex
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from watchdogs.result import CheckResult, Notice, Status
 from watchdogs.sink import ItemOutcome
@@ -92,8 +92,13 @@ CHAIN = "watchdogs:chain"
 (CRITICAL), watching again (OK, with the gap's notice)."""
 
 
-def _clock(when: datetime) -> str:
-    return when.astimezone().strftime("%H:%M")
+def _clock(when: datetime, seconds: bool = False) -> str:
+    return when.astimezone().strftime("%H:%M:%S" if seconds else "%H:%M")
+
+
+def _length(span: timedelta) -> str:
+    seconds = span.total_seconds()
+    return f"{round(seconds / 60)} min" if seconds >= 90 else f"{round(seconds)} s"
 
 
 def goes_blind(stops: datetime, successor: str, remedies: Sequence[str], now: datetime,
@@ -126,13 +131,12 @@ def watching_again(now: datetime, channels: Sequence[str], gap: tuple[datetime, 
                    why: str = "") -> ItemOutcome:
     """A new instance holds the state: resolves a goes_blind or chain_ended alert, and with
     `gap` tells once how long nothing watched."""
-    summary = "watchdogs watches again" if gap else "watchdogs chain took over in time"
+    summary = "watchdogs watches again" if gap else "watchdogs watches again: a new instance took over"
     found = outcome(CHAIN, Status.OK, summary, now, channels)
     if gap is None:
         return found
     start, end = gap
-    minutes = max(1, round((end - start).total_seconds() / 60))
-    notice = Notice(f"not watching from {_clock(start)} to {_clock(end)} ({minutes} min)"
+    notice = Notice(f"not watching from {_clock(start, True)} to {_clock(end, True)} ({_length(end - start)})"
                     + (f": {why}" if why else ""),
                     ("alerts about what happened in that window say they were seen late",), kind="gap")
     result = CheckResult(Status.OK, found.result.summary, notices=(notice,))

@@ -47,6 +47,9 @@ POLL_S = 0.5
 COALESCE_S = 0.05
 """Items due within this of each other run as one batch."""
 PRUNE_EVERY_S = 3600.0
+CATCH_UP_S = 5.0
+"""After a gap, runs started this long past the first tick (an instance's start-up: the
+state, the timetable) still count as its catch-up runs."""
 
 
 class Scheduler:
@@ -164,7 +167,7 @@ class Scheduler:
 
     def _late(self, found: ItemOutcome, started: float) -> ItemOutcome:
         """A run of the first tick after a gap (its catch-up) found what happened in the gap."""
-        if self.gap is None or started > self.gap[1] + self.config.scheduler.tick:
+        if self.gap is None or started > self.gap[1] + self.config.scheduler.tick + CATCH_UP_S:
             return found
         return dataclasses.replace(found, seen_late=self.gap)
 
