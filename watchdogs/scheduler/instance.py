@@ -226,6 +226,11 @@ def _handover_end(settings: chain.ChainSettings, job_id: str | None, switch: Dea
     if found.newer_running is not None:
         return f"handover to job {found.newer_running.id}"
     words = pending_words(found)
+    if found.next is not None:
+        try:  # its begin may still lie ahead (an early USR1, a limit cut short): eligible now
+            chain.release_now(found.next.id, env, runner)
+        except WatchdogsError as exc:
+            LOG.error("cannot release the next instance %s to start now: %s", found.next.id, exc)
     reason = f"handover (time limit near): {words}"
     switch.fail(f"watchdogs goes blind: {reason}; nothing is checked until the successor starts")
     return reason
