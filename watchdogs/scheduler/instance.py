@@ -159,7 +159,9 @@ def run_instance(config_path: Path, *, chained: bool, stop: StopFlag, registry: 
         startup.remove_scratch()
         LOG.info("scheduler instance ended: %s", reason)
         switch.wait()
-    if chained and reason.startswith("stop file"):
+    if chained and (reason.startswith("stop file") or settings.stop_file.exists()):
+        # Also after `watchdogs stop`'s scancel: a next queued under a job name the config
+        # no longer gives would never be found by name, and would wait for its begin time.
         cancel_successors(settings, job_id, env, runner)
     return 0
 
