@@ -109,7 +109,7 @@ def run_instance(config_path: Path, *, chained: bool, stop: StopFlag, registry: 
     owner: StateOwner | None = None
     last_word = LastWord(settings, job_id, sink, lambda: list(sink.channels), switch, env, runner, clock)
     if keeper is not None:
-        keeper.on_blind = _warner(sink, settings, switch, env, runner, clock)
+        keeper.on_blind = _warner(sink, env, runner, clock)
         keeper.warn_if_due(clock())
     try:
         periodic = [Periodic(RETRY_S, keeper.try_now, "successor check")] if keeper else []
@@ -194,8 +194,8 @@ def _gap_words(gap: tuple[tuple[float, float], str] | None) -> tuple[tuple[datet
     return (_dt(start), _dt(end)), why
 
 
-def _warner(sink: GuardedSink, settings: chain.ChainSettings, switch: DeadMansSwitch, env: Mapping[str, str],
-            runner: SlurmRunner, clock: Callable[[], float]) -> OnBlind:
+def _warner(sink: GuardedSink, env: Mapping[str, str], runner: SlurmRunner,
+            clock: Callable[[], float]) -> OnBlind:
     """The WARNING before going blind, with what would help."""
     def warn(stops: datetime, successor: str) -> None:
         now = _dt(clock())
