@@ -67,6 +67,10 @@ def test_the_warning_is_due_within_the_window_unless_a_successor_runs() -> None:
     running = chain.Successors(own, None, None, job("5", "RUNNING"), "")
     assert successor.warn_due(running, datetime(2026, 11, 28, 14, 50), 900) is None
     assert successor.pending_words(found) == "successor job 5 PENDING (Priority), Slurm expects it at 16:10"
+    waiting = job("5", "PENDING", "watchdogs:next:4", start="2026-11-28T14:50:00", reason="BeginTime")
+    not_yet = chain.Successors(own, waiting, None, None, "")  # a short life: the window opens first
+    assert successor.warn_due(not_yet, datetime(2026, 11, 28, 14, 45), 900) is None
+    assert successor.warn_due(not_yet, datetime(2026, 11, 28, 14, 50), 900) == stops
 
 
 def test_the_last_word_names_who_cancelled_and_what_is_queued() -> None:

@@ -23,22 +23,24 @@ __all__ = ["chain_site"]
 def test_a_successor_that_cannot_start_in_time_is_warned_then_failed_then_resolved(
         chain_site: Site, smtp: SmtpServer, hc: FakeHTTP) -> None:
     site, check = chain_site, ping_id()
-    # The whole life is inside the warning window: the WARNING is due at once.
+    # The whole life is inside the warning window: the WARNING is due once the next is eligible.
     mail_config(site, smtp, f'heartbeat_url = "{hc.url}/ping/{check}"\nheartbeat_every = "1h"\n'
                             'handover_lead = "6h"\nhandover_warn = "6h"')
     site.dropin("tick", script("echo 'tick OK'"))
     assert site.watchdogs("start").returncode == 0
     first = wait_for(lambda: settled(site), timeout=40, what="the first instance with its successors")
     nxt, rescue = chain_job(site, "next", first), chain_job(site, "rescue", first)
-    warned = wait_for(lambda: [m for m in mails(smtp) if "WARNING: watchdogs:chain" in m], timeout=20,
-                      what="the goes-blind warning")
+    assert nxt and rescue
+    sh("scontrol", "hold", nxt, rescue)  # a full cluster: neither can start...
+    sh("scontrol", "update", f"JobId={nxt}", "StartTime=now")  # ...though the next is eligible now
+    warned = wait_for(lambda: [m for m in mails(smtp) if "WARNING: watchdogs:chain" in m], timeout=45,
+                      what="the goes-blind warning (the keeper looks every 30 s in the window)")
     assert len(warned) == 1
     text = " ".join(warned[0].split())
-    assert "watchdogs goes blind at " in text and f"successor job {nxt} PENDING (BeginTime)" in text, text
+    assert "watchdogs goes blind at " in text and f"successor job {nxt} PENDING (JobHeldUser)" in text, text
     assert "would help: a QOS that ranks higher" in text and "would help: a shorter time limit" in text
     assert "would help: partition " in text  # the dev cluster has idle CPUs elsewhere now
 
-    sh("scontrol", "hold", nxt, rescue)  # a full cluster: neither can start
     sh("scancel", "--batch", "--signal=USR1", first)  # the time limit's signal
     wait_for(lambda: job_state(first) == "COMPLETED", timeout=30, what="the instance to end")
     (old,) = [lf for lf in records(site).lives_before(10**9) if lf.job_id == first]

@@ -40,11 +40,17 @@ def pending_words(found: chain.Successors) -> str:
 
 
 def warn_due(found: chain.Successors, now: datetime, warn: float) -> datetime | None:
-    """Pure: when watching stops, if the warning is due now (the window is open and no
-    successor runs), else None."""
+    """Pure: when watching stops, if the warning is due now (the window is open, no
+    successor runs, and the next is eligible: a next still waiting for its begin time has
+    had no chance yet; with a short life the window would otherwise open before it), else
+    None."""
     stops = stops_at(found.own)
     if stops is None or found.newer_running is not None:
         return None
+    if found.next is not None and found.next.reason == "BeginTime":
+        begins = chain.slurm_time(found.next.start)
+        if begins is None or now < begins:
+            return None
     return stops if now >= stops - timedelta(seconds=warn) else None
 
 
