@@ -32,6 +32,9 @@ class ItemOutcome:
     repeat_every: float | None = None
     log: str | None = None
     """The run's log file (a drop-in's output), for the alert's `next:` line."""
+    seen_late: tuple[float, float] | None = None
+    """(from, to): a catch-up run after nothing watched in that window (issue 34): whatever
+    it found may have happened at any time in it, and its alert says so."""
 
 
 class ResultSink(Protocol):

@@ -40,6 +40,23 @@ def running(name: str, not_: tuple[str, ...] = ()) -> str | None:
     return next((j for j, state, _ in live_jobs(name) if state == "RUNNING" and j not in not_), None)
 
 
+def chain_job(site: Site, role: str, predecessor: str) -> str | None:
+    """The pending chain job of that role queued by that instance (its --comment)."""
+    out = sh("squeue", "--me", "--noheader", f"--name={site.job_name}", "--states=PENDING",
+             "--format=%i|%k", check=False)
+    jobs = (line.split("|", 1) for line in out.split())
+    return next((j for j, c in jobs if c == f"watchdogs:{role}:{predecessor}"), None)
+
+
+def settled(site: Site) -> str | None:
+    """The one running instance, once its own next and rescue are all that is queued."""
+    jobs = live_jobs(site.job_name)
+    up = [j for j, state, _ in jobs if state != "PENDING"]
+    if len(up) != 1 or len(jobs) != 3:
+        return None
+    return up[0] if chain_job(site, "next", up[0]) and chain_job(site, "rescue", up[0]) else None
+
+
 def sbatch(site: Site) -> str:
     """Submit the scheduler the way the README says: sbatch the script once (with the job
     name the config gives; a job of another name hands over to one of the right name)."""
@@ -103,8 +120,11 @@ def test_scancel_starts_the_successor_which_catches_up_once(chain_site: Site) ->
     wait_for(lambda: cut.exists() and len(starts(site, "cron.hourly/tick")) >= 2, timeout=30)
     sh("scancel", first)
     cancelled = time.time()
-    second = wait_for(lambda: running(site.job_name, not_=(first,)), timeout=30, what="the successor")
+    # Its last word released its next to start now; its rescue starts as it ends: whichever runs
+    # first takes over, and the next takes over from a rescue that beat it.
+    wait_for(lambda: running(site.job_name, not_=(first,)), timeout=30, what="the successor")
     assert time.time() - cancelled < 20
+    second = wait_for(lambda: settled(site), timeout=40, what="one instance with its own next and rescue")
     wait_for(lambda: [t for t in starts(site, "cron.hourly/tick") if t > cancelled][2:], timeout=30,
              what="three runs in the new instance")
     ticks = starts(site, "cron.hourly/tick")
@@ -116,29 +136,39 @@ def test_scancel_starts_the_successor_which_catches_up_once(chain_site: Site) ->
     assert slow[0]["summary"] == "slow done" and slow[0]["started"] > cancelled  # ...and caught up
     jobs = live_jobs(site.job_name)
     assert [(j, s) for j, s, _ in jobs if s == "RUNNING"] == [(second, "RUNNING")]
-    assert len([j for j in jobs if j[1] == "PENDING"]) == 1
+    assert len([j for j in jobs if j[1] == "PENDING"]) == 2  # its next and its rescue
     assert job_state(first) == "CANCELLED"
 
 
-@pytest.mark.timeout(90)
-def test_usr1_hands_over_after_the_item_in_progress(chain_site: Site) -> None:
+@pytest.mark.timeout(120)
+def test_the_next_starts_before_the_end_and_takes_over_after_the_item_in_progress_without_a_gap(
+        chain_site: Site) -> None:
     site, marks = chain_site, chain_site.root / "marks"
-    site.write_config(hourly="1h")
-    site.dropin("slow", script(f"echo start >> {marks}\nsleep 3\necho end >> {marks}\necho 'slow done'"))
+    site.write_config()
+    site.dropin("tick", script("echo 'tick OK'"))
+    site.dropin("slow", script(f"echo start >> {marks}\nsleep 3\necho end >> {marks}\necho 'slow done'"),
+                folder="cron.daily")
     site.watchdogs("start")
     first = wait_for(lambda: running(site.job_name), timeout=30, what="the first instance")
+    nxt = wait_for(lambda: chain_job(site, "next", first), timeout=30, what="a next, eligible before the end")
+    rescue = wait_for(lambda: chain_job(site, "rescue", first), timeout=5, what="a rescue behind it")
     wait_for(lambda: marks.exists(), timeout=30, what="the slow drop-in to start")
-    sh("scancel", "--batch", "--signal=USR1", first)
-    wait_for(lambda: job_state(first) == "COMPLETED", timeout=30, what="a clean exit")
-    second = wait_for(lambda: running(site.job_name, not_=(first,)), timeout=30, what="the successor")
-    assert marks.read_text().split() == ["start", "end"]  # finished, not killed
-    (run,) = records(site).history("cron.hourly/slow")
+    # A CPU frees before the time limit (or the begin time comes): the next starts while the first runs.
+    sh("scontrol", "update", f"JobId={nxt}", "StartTime=now")
+    wait_for(lambda: job_state(first) == "COMPLETED", timeout=60, what="the first instance to hand over")
+    wait_for(lambda: running(site.job_name) == nxt, timeout=30, what="the next to take over")
+    assert marks.read_text().split() == ["start", "end"]  # the item in progress finished, not killed
+    (run,) = records(site).history("cron.daily/slow")
     assert run["summary"] == "slow done"
-    lives = records(site).lives_before(10**9)
-    assert [(lf.job_id, lf.reason) for lf in lives if lf.job_id == first] == [
-        (first, "handover (SIGUSR1: time limit near)")]
-    assert second != first
-    wait_for(lambda: len(live_jobs(site.job_name)) == 2, timeout=10, what="the next successor")
+    (old,) = [lf for lf in records(site).lives_before(10**9) if lf.job_id == first]
+    assert old.reason == f"handover to job {nxt}"
+    wait_for(lambda: chain_job(site, "next", nxt) and chain_job(site, "rescue", nxt), timeout=30,
+             what="the new instance's own next and rescue")
+    assert job_state(rescue) == "CANCELLED"  # the old rescue is not a second instance
+    wait_for(lambda: [t for t in starts(site, "cron.hourly/tick") if t > old.last_seen][1:], timeout=30,
+             what="runs in the new instance")
+    ticks = starts(site, "cron.hourly/tick")
+    assert max(b - a for a, b in zip(ticks, ticks[1:], strict=False)) <= PERIOD + 2.5, ticks  # no gap
 
 
 @pytest.mark.timeout(90)
@@ -147,7 +177,7 @@ def test_stop_ends_the_chain_for_good_and_start_resumes_it(chain_site: Site) -> 
     site.dropin("tick", script("echo 'tick OK'"))
     site.watchdogs("start")
     first = wait_for(lambda: running(site.job_name), timeout=30, what="the first instance")
-    wait_for(lambda: len(live_jobs(site.job_name)) == 2, timeout=15, what="a queued successor")
+    wait_for(lambda: len(live_jobs(site.job_name)) == 3, timeout=15, what="a queued next and rescue")
     stopped = site.watchdogs("stop")
     assert stopped.returncode == 0 and f"{first} (RUNNING)" in stopped.stdout
     wait_for(lambda: not live_jobs(site.job_name), timeout=20, what="the chain to end")
@@ -167,8 +197,10 @@ def test_bad_config_backs_off_instead_of_looping(chain_site: Site) -> None:
     site.write_config('check_timeout = "soon"')
     sbatch(site)
     def backed_off() -> tuple[str, str, str] | None:
-        return next((j for j in live_jobs(site.job_name) if j[2] == "BeginTime"), None)
-    job, _, _ = wait_for(backed_off, timeout=45, what="a successor held back by --begin")
+        rescues = {j for j in live_jobs(site.job_name) if j[2] == "BeginTime"}
+        return next((j for j in rescues if sh("squeue", "--noheader", "--jobs", j[0], "--format=%k",
+                                                 check=False).startswith("watchdogs:rescue:")), None)
+    job, _, _ = wait_for(backed_off, timeout=45, what="a rescue held back by --begin")
     begins = sh("squeue", "--noheader", "--jobs", job, "--format=%S").strip()
     assert (datetime.fromisoformat(begins) - datetime.now()).total_seconds() > 15
     def three_ended() -> list[str | None] | None:

@@ -10,9 +10,9 @@ import hashlib
 import re
 import shlex
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from watchdogs.result import CheckResult, Status
+from watchdogs.result import CheckResult, Notice, Status
 from watchdogs.sink import ItemOutcome
 
 CONFIG = "watchdogs:config"
@@ -31,7 +31,7 @@ def fingerprint(lines: Sequence[str]) -> str:
 
 def everyone(channels: Sequence[str]) -> dict[str, tuple[str, ...]]:
     names = tuple(channels)
-    return {"critical": names, "warning": names, "unknown": names, "resolved": names}
+    return {"critical": names, "warning": names, "unknown": names, "resolved": names, "notice": names}
 
 
 def outcome(item: str, status: Status, summary: str, now: datetime, channels: Sequence[str],
@@ -85,6 +85,62 @@ def state_broken(kind: str, detail: str, state_dir: str, now: datetime,
 
 def state_ok(now: datetime, channels: Sequence[str], note: str = "") -> ItemOutcome:
     return outcome(STATE, Status.OK, note or "the state directory can be written again", now, channels)
+
+
+CHAIN = "watchdogs:chain"
+"""The chain itself: about to go blind (WARNING), ended by something else than `stop`
+(CRITICAL), watching again (OK, with the gap's notice)."""
+
+
+def _clock(when: datetime, seconds: bool = False) -> str:
+    return when.astimezone().strftime("%H:%M:%S" if seconds else "%H:%M")
+
+
+def _length(span: timedelta) -> str:
+    seconds = span.total_seconds()
+    return f"{round(seconds / 60)} min" if seconds >= 90 else f"{round(seconds)} s"
+
+
+def goes_blind(stops: datetime, successor: str, remedies: Sequence[str], now: datetime,
+               channels: Sequence[str]) -> ItemOutcome:
+    """The successor has not started and this instance's time limit is near: told before
+    watching stops, with what would help. `successor`: "successor job 12 PENDING (Priority),
+    Slurm expects 15:10"."""
+    minutes = max(0, round((stops - now).total_seconds() / 60))
+    return outcome(CHAIN, Status.WARNING,
+                   f"watchdogs goes blind at {_clock(stops)} (in {minutes} min): {successor}", now, channels,
+                   details=("nothing is checked from then until the successor starts; "
+                            "the first instance after the gap says how long it lasted",
+                            *(f"would help: {r}" for r in remedies)),
+                   key=(successor.split(" PENDING")[0],),
+                   runbook="`watchdogs doctor` lists the partitions and homes that start sooner here")
+
+
+def chain_ended(what: str, successor: str | None, restart: str, now: datetime,
+                channels: Sequence[str]) -> ItemOutcome:
+    """The last word of an instance ended by anything but `watchdogs stop`. `what`: who or
+    what ended it; `successor`: the queued successor, None when none is queued."""
+    after = (f"{successor}; until it runs nothing is checked; if it does not start: {restart}"
+             if successor else f"no successor is queued: nothing watches from now on; restart: {restart}")
+    return outcome(CHAIN, Status.CRITICAL, f"watchdogs chain instance {what}; {after}", now, channels,
+                   details=(f"ended at {_clock(now)}",), key=("ended", str(successor is None)),
+                   runbook=restart)
+
+
+def watching_again(now: datetime, channels: Sequence[str], gap: tuple[datetime, datetime] | None = None,
+                   why: str = "") -> ItemOutcome:
+    """A new instance holds the state: resolves a goes_blind or chain_ended alert, and with
+    `gap` tells once how long nothing watched."""
+    summary = "watchdogs watches again" if gap else "watchdogs watches again: a new instance took over"
+    found = outcome(CHAIN, Status.OK, summary, now, channels)
+    if gap is None:
+        return found
+    start, end = gap
+    notice = Notice(f"not watching from {_clock(start, True)} to {_clock(end, True)} ({_length(end - start)})"
+                    + (f": {why}" if why else ""),
+                    ("alerts about what happened in that window say they were seen late",), kind="gap")
+    result = CheckResult(Status.OK, found.result.summary, notices=(notice,))
+    return ItemOutcome(CHAIN, KIND, result, now, now, notify=found.notify, after=1)
 
 
 REFUSED_PREFIX = "watchdogs:refused:"

@@ -44,12 +44,22 @@ def to_event(outcome: ItemOutcome, decision: Decision, prev: ItemState, now: dat
     resolved = decision.event == "resolved"
     since = prev.since if resolved else decision.state.since
     note = f"was {prev.notified.name}: {prev.summary}" if resolved else decision.note
+    if outcome.seen_late is not None and decision.event in ("alert", "changed"):
+        note = "; ".join(filter(None, (late_note(outcome.seen_late, now), note)))
     assert decision.event is not None, "only a decision with an event becomes one"
     return AlertEvent(item=outcome.item, state=decision.event, status=result.status,
                       previous=decision.previous, summary=result.summary,
                       since=at_time(since if since is not None else now.timestamp(), now), at=now,
                       kind=outcome.kind, details=tuple(result.details), context=dict(result.context),
                       runbook=outcome.runbook, note=note, log=outcome.log or "")
+
+
+def late_note(gap: tuple[float, float], now: datetime) -> str:
+    """What an alert found by a catch-up run after a gap says: it may be old news."""
+    start, end = (at_time(t, now).astimezone() for t in gap)  # the wall clock of the reader
+    minutes = max(1, round((gap[1] - gap[0]) / 60))
+    return (f"seen late: nothing watched from {start:%H:%M} to {end:%H:%M} ({minutes} min); "
+            "this happened at some time in that window")
 
 
 def notice_event(outcome: ItemOutcome, notice: Notice, now: datetime) -> AlertEvent:

@@ -31,6 +31,8 @@ class SchedulerSettings:
     heartbeat_suffixes: bool = True
     mail_user: str | None = None
     metrics_dir: Path | None = None
+    handover_lead: float = 3600.0
+    handover_warn: float = 900.0
 
 
 @dataclass(frozen=True)

@@ -70,7 +70,7 @@ SCHEDULER = {
                             help="run logs, the scheduler's logs and run history older than this are pruned"),
     "stop_file": Option(path, default=None, help="default: STOP in the state dir"),
     "job_name": Option(slurm_name, default="watchdogs-cron",
-                       help="the chain's Slurm job name (used with `singleton`)"),
+                       help="the chain's Slurm job name (its queued successors carry it too)"),
     "heartbeat_stale": Option(duration, default=300.0,
                               help="an older heartbeat: status says HEARTBEAT STALE and exits 2"),
     "heartbeat_url": Option(http_url, default=None,
@@ -86,6 +86,14 @@ SCHEDULER = {
     "mail_user": Option(string, default=None,
                         help="Slurm mails this address when the scheduler's own job fails "
                              "(`--mail-type=FAIL,INVALID_DEPEND`)"),
+    # -- issue 34: the overlapping handover (watchdogs.scheduler.chain, .successor) --------
+    "handover_lead": Option(duration, default=3600.0,
+                            help="the next instance is eligible this long before the running one's "
+                                 "time limit, so it can start (backfill) while this one still watches; "
+                                 "capped at half the job's life"),
+    "handover_warn": Option(duration, default=900.0,
+                            help="WARNING when the next instance has not started this long before "
+                                 "watching stops (capped at handover_lead)"),
     "metrics_dir": Option(path, default=None, exists=DIR_OR_NEW,
                           help="node_exporter's textfile folder: watchdogs.prom is rewritten there "
                                "each tick (Prometheus text format)"),

@@ -1,12 +1,20 @@
 """The self-perpetuating scheduler job.
 
-At start, the running instance makes sure exactly one successor is pending: it looks
-first (one squeue by job name) and submits only if none is, with
-`--dependency=afterany:<itself>,singleton` and the same job name. The successor cannot
-start while any instance of that name runs (singleton), so there are never two running;
-when the running one ends for any reason (time limit, scancel, crash, node failure), the
-successor is already in the queue. A crash loop is slowed down by giving the successor
-a growing `--begin=now+N`, decided from how the previous instances ended.
+A running instance keeps two successors queued, told apart by `--comment`
+(`watchdogs:<role>:<predecessor job>`), both with the chain's job name:
+
+- **next** (`--begin=<own EndTime - lead>`, no dependency): eligible before this instance's
+  time limit, so it accrues age priority and can backfill into a hole *while* this one still
+  watches. When it starts it asks this one to hand over (watchdogs.scheduler.handover) and
+  takes over the state: no gap where the cluster frees a CPU in time.
+- **rescue** (`--dependency=afterany:<itself>`): starts within seconds after any death the
+  next cannot cover (scancel, a crash, SIGKILL, a node failure).
+
+There is no `singleton`: it would hold the next back until this instance ends, the very gap
+the next removes. Two instances never both own the state: the newcomer waits until Slurm no
+longer lists its predecessor (so its process is gone) before it opens the database, and the
+state lock backs that up. A crash loop is slowed down by giving the rescue a growing
+`--begin=now+N`, decided from how the previous instances ended.
 """
 from __future__ import annotations
 
@@ -15,6 +23,7 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +44,13 @@ YOUNG_S = 60.0
 """An instance that ends sooner than this after starting counts towards a crash loop."""
 BACKOFF_BASE_S = 30.0
 BACKOFF_CAP_S = 1800.0
+TIME_MIN = "01:00:00"
+"""Backfill may start an instance with this limit instead of the script's --time."""
+USR1_MARGIN_S = 120.0
+"""cron-scheduler.slurm's `--signal=B:USR1@120`: watching stops this long before EndTime."""
 RECHECK_S = 300.0
 """How often a running instance makes sure its successor is still queued."""
-HEALTHY_ENDS = ("handover", "stop file")
+HEALTHY_ENDS = ("handover", "stop file", "superseded")
 SCRIPT_ENV = "WATCHDOGS_CHAIN_SCRIPT"
 PYTHON_ENV = "WATCHDOGS_PYTHON"
 STATE_ENV = "WATCHDOGS_STATE_DIR"
@@ -57,10 +70,17 @@ class ChainSettings:
     """Where these settings come from: "config", "last good copy" or "defaults"."""
     problem: str | None = None
     """Why the config itself could not be read, if it could not."""
+    lead: float = SCHEDULER["handover_lead"].default
+    warn: float = SCHEDULER["handover_warn"].default
 
     @property
     def output_dir(self) -> Path:
         return self.state_dir / "scheduler"
+
+
+COMMENT_PREFIX = "watchdogs:"
+ROLES = ("next", "rescue", "start")
+FORMAT = "%i|%T|%r|%S|%e|%k"
 
 
 @dataclass(frozen=True)
@@ -69,6 +89,50 @@ class ChainJob:
     state: str
     reason: str
     start: str
+    end: str = ""
+    """Slurm's EndTime (local time, as squeue prints it): the time limit once it runs."""
+    comment: str = ""
+    """`watchdogs:<role>:<predecessor>` for the jobs this chain submits (`--comment`)."""
+
+    @property
+    def role(self) -> str:
+        """"next", "rescue", or "start" (`watchdogs start`, a hand-submitted job)."""
+        return self._ours()[0]
+
+    @property
+    def predecessor(self) -> str | None:
+        return self._ours()[1]
+
+    def _ours(self) -> tuple[str, str | None]:
+        parts = self.comment.split(":")
+        if len(parts) != 3 or parts[0] + ":" != COMMENT_PREFIX or parts[1] not in ROLES:
+            return "start", None
+        return parts[1], parts[2] or None
+
+
+def comment(role: str, predecessor: str | None) -> str:
+    return f"{COMMENT_PREFIX}{role}:{predecessor or ''}"
+
+
+def slurm_time(text: str) -> datetime | None:
+    """A time as squeue prints it (local, no zone), or None for N/A, Unknown, NONE."""
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        return None
+
+
+def next_begin(own: ChainJob, lead: float, now: datetime) -> datetime | None:
+    """When this instance's next should become eligible: its EndTime minus the lead, the lead
+    capped at half of this job's life (a --time-min cut the limit short: a full lead would
+    have the next take over at once, and its own next at once again). None: the end is not
+    known (no time limit), so no next is needed. Never in the past."""
+    end, start = slurm_time(own.end), slurm_time(own.start)
+    if end is None:
+        return None
+    life = (end - start).total_seconds() if start is not None else 2 * lead
+    begin = end - timedelta(seconds=min(lead, max(0.0, life) / 2))
+    return max(begin, now.replace(microsecond=0))
 
 
 def lenient_settings(config_path: Path, env: Mapping[str, str] | None = None) -> ChainSettings:
@@ -100,7 +164,7 @@ def lenient_settings(config_path: Path, env: Mapping[str, str] | None = None) ->
         return found if found.is_absolute() else config_path.parent / found
     state_dir = path("state_dir", Path(SCHEDULER["state_dir"].default))
     return ChainSettings(config_path, state_dir, path("stop_file", state_dir / "STOP"), value("job_name"),
-                         value("mail_user"), source, problem)
+                         value("mail_user"), source, problem, value("handover_lead"), value("handover_warn"))
 
 
 def _scheduler_table(config_path: Path, source: bytes | None) -> tuple[dict[str, Any], str | None]:
@@ -134,7 +198,7 @@ def chain_jobs(name: str, env: Mapping[str, str] | None = None,
                runner: SlurmRunner = run_slurm) -> list[ChainJob]:
     """This user's live jobs with the chain's name: one squeue call."""
     reply = runner(["squeue", "--me", "--noheader", f"--name={name}", f"--states={LIVE_STATES}",
-                    "--format=%i|%T|%r|%S"], env=env)
+                    f"--format={FORMAT}"], env=env)
     # Submitting and cancelling successors act on this listing: a line we cannot read or
     # text on stderr is a SlurmDoubt (the caller says so and acts on nothing).
     jobs = [ChainJob(*_chain_fields(line)) for line in listing(reply).splitlines() if line.strip()]
@@ -142,9 +206,11 @@ def chain_jobs(name: str, env: Mapping[str, str] | None = None,
 
 
 def _chain_fields(line: str) -> list[str]:
-    parts = line.strip().split("|")
-    if len(parts) != 4 or not parts[0]:
+    # The comment is last and is split off whole: it is ours for chain jobs, anything for others.
+    parts = line.strip().split("|", 5)
+    if len(parts) != 6 or not parts[0]:
         raise unparsed("squeue", line)
+    parts[5] = "" if parts[5] == "(null)" else parts[5]
     return parts
 
 
@@ -152,7 +218,7 @@ def live_job(job_id: str, env: Mapping[str, str] | None = None,
              runner: SlurmRunner = run_slurm) -> ChainJob | None:
     """One of this user's jobs by id if it is still live (one squeue call)."""
     reply = runner(["squeue", "--me", "--noheader", f"--jobs={job_id}", f"--states={LIVE_STATES}",
-                    "--format=%i|%T|%r|%S"], env=env)
+                    f"--format={FORMAT}"], env=env)
     for line in listing(reply).splitlines():
         if line.strip() and (parts := _chain_fields(line))[0] == job_id:
             return ChainJob(*parts)
@@ -171,9 +237,13 @@ def sbatch_env(base: Mapping[str, str], settings: ChainSettings, script: Path) -
 
 
 def submit_instance(settings: ChainSettings, script: Path, after: str | None, delay: float,
-                    env: Mapping[str, str], runner: SlurmRunner = run_slurm) -> str:
+                    env: Mapping[str, str], runner: SlurmRunner = run_slurm, *, role: str | None = None,
+                    begin_at: datetime | None = None) -> str:
     """sbatch one scheduler instance (a side effect on the cluster). Returns its job id.
-    A script someone else could change is never submitted (watchdogs.trust)."""
+    A script someone else could change is never submitted (watchdogs.trust).
+
+    `role` "rescue" (the default with `after`) waits for `after` to end; "next" has no
+    dependency and begins at `begin_at`; "start" (the default without `after`) begins now."""
     from watchdogs.errors import SlurmError
     from watchdogs.trust import distrust
 
@@ -181,10 +251,17 @@ def submit_instance(settings: ChainSettings, script: Path, after: str | None, de
     if found is not None:
         raise SlurmError(f"the scheduler's batch script is not only yours, not submitted: {found}")
     settings.output_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    dependency = f"afterany:{after},singleton" if after else "singleton"
-    argv = ["sbatch", "--parsable", f"--job-name={settings.job_name}", f"--dependency={dependency}",
+    role = role or ("rescue" if after else "start")
+    argv = ["sbatch", "--parsable", f"--job-name={settings.job_name}", f"--comment={comment(role, after)}",
             f"--output={settings.output_dir}/%x-%j.out"]
-    if delay > 0:
+    if role == "rescue" and after:
+        argv.append(f"--dependency=afterany:{after}")
+    if not env.get("SBATCH_TIMELIMIT"):
+        # Not an #SBATCH line: a minimum above a user's shorter SBATCH_TIMELIMIT is an error.
+        argv.append(f"--time-min={TIME_MIN}")
+    if begin_at is not None:
+        argv.append(f"--begin={begin_at.replace(microsecond=0).isoformat()}")
+    elif delay > 0:
         argv.append(f"--begin=now+{int(delay)}")
     if settings.mail_user:
         # Slurm's own mail: reaches a person even when nothing of ours runs (sites where it works).
@@ -200,25 +277,109 @@ def cancel(job_ids: Sequence[str], env: Mapping[str, str] | None = None,
         runner(["scancel", *job_ids], env=env)
 
 
+def release_now(job_id: str, env: Mapping[str, str] | None = None, runner: SlurmRunner = run_slurm,
+                timeout: float = 10.0) -> None:
+    """A pending next may start now rather than at its begin time (the owner may do this)."""
+    runner(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], timeout=timeout, env=env)
+
+
+def move_begin(job_id: str, when: datetime, env: Mapping[str, str] | None = None,
+               runner: SlurmRunner = run_slurm) -> None:
+    runner(["scontrol", "update", f"JobId={job_id}", f"StartTime={when.replace(microsecond=0).isoformat()}"],
+           env=env)
+
+
+@dataclass(frozen=True)
+class Successors:
+    """What one look at the queue found for a running instance: its own job, its queued
+    next and rescue, and a newer instance already running (a handover under way)."""
+
+    own: ChainJob | None
+    next: ChainJob | None
+    rescue: ChainJob | None
+    newer_running: ChainJob | None
+    done: str
+
+
+BEGIN_SLACK_S = 60.0
+"""A next whose begin is this close to the wanted one is left alone."""
+
+
 def ensure_successor(settings: ChainSettings, own_job: str | None, script: Path, delay: float,
-                     env: Mapping[str, str], runner: SlurmRunner = run_slurm) -> str:
-    """Exactly one pending successor: look first, cancel extras, submit only if none."""
+                     env: Mapping[str, str], runner: SlurmRunner = run_slurm, *, lead: float | None = None,
+                     now: datetime | None = None) -> str:
+    """Exactly one pending rescue (and, with `lead`, one pending next): look first, cancel
+    what is not ours, submit only what is missing."""
+    return keep_successors(settings, own_job, script, delay, env, runner, lead=lead, now=now).done
+
+
+def keep_successors(settings: ChainSettings, own_job: str | None, script: Path, delay: float,
+                    env: Mapping[str, str], runner: SlurmRunner = run_slurm, *, lead: float | None = None,
+                    now: datetime | None = None) -> Successors:
     if settings.stop_file.exists():
-        return f"stop file {settings.stop_file} exists: no successor"
+        return Successors(None, None, None, None, f"stop file {settings.stop_file} exists: no successor")
+    now = now or datetime.now()
     jobs = chain_jobs(settings.job_name, env, runner)
+    seen = classify(jobs, own_job)
+    if seen.newer_running is not None:
+        # A successor runs and is taking over (it asked this one to hand over): queue nothing.
+        return seen
+    own, rescue = seen.own, seen.rescue
+    nxt = seen.next if lead is not None else None
     pending = [j for j in jobs if j.state == "PENDING" and j.id != own_job]
-    others = [j for j in jobs if j.state != "PENDING" and j.id != own_job]
-    if others:
-        LOG.warning("other live instances of %s: %s", settings.job_name,
-                    ", ".join(f"{j.id} ({j.state})" for j in others))
-    if pending:
-        if len(pending) > 1:
-            cancel([j.id for j in pending[1:]], env, runner)
-            LOG.warning("cancelled extra successors %s", ", ".join(j.id for j in pending[1:]))
-        return f"successor {pending[0].id} already pending ({pending[0].reason})"
-    job = submit_instance(settings, script, own_job, delay, env, runner)
-    wait = f", begins in {units.format_duration(delay)}" if delay else ""
-    return f"submitted successor {job}{wait}"
+    extra = [j for j in pending if j not in (rescue, nxt)]
+    if extra:
+        cancel([j.id for j in extra], env, runner)
+        LOG.warning("cancelled extra successors %s", ", ".join(j.id for j in extra))
+    said = []
+    if rescue is None:
+        job = submit_instance(settings, script, own_job, delay, env, runner,
+                              role="rescue" if own_job else None)
+        rescue = ChainJob(job, "PENDING", "Dependency" if own_job else "", "N/A", "",
+                          comment("rescue", own_job))
+        wait = f", begins in {units.format_duration(delay)}" if delay else ""
+        said.append(f"submitted successor {job}{wait}")
+    else:
+        said.append(f"successor {rescue.id} already pending ({rescue.reason})")
+    begin = next_begin(own, lead, now) if own is not None and lead is not None and own_job else None
+    if begin is not None and nxt is None:
+        job = submit_instance(settings, script, own_job, 0.0, env, runner, role="next", begin_at=begin)
+        nxt = ChainJob(job, "PENDING", "BeginTime", begin.isoformat(), "", comment("next", own_job))
+        said.append(f"submitted next {job}, eligible from {begin:%H:%M:%S}")
+    elif begin is not None and nxt is not None:
+        wanted = slurm_time(nxt.start)
+        moved = wanted is None or abs((wanted - begin).total_seconds()) > BEGIN_SLACK_S
+        if nxt.reason == "BeginTime" and moved:
+            move_begin(nxt.id, begin, env, runner)  # the time limit moved (an admin, --time-min)
+            said.append(f"next {nxt.id} now eligible from {begin:%H:%M:%S}")
+        else:
+            said.append(f"next {nxt.id} pending ({nxt.reason})")
+    return Successors(own, nxt, rescue, None, "; ".join(said))
+
+
+def look(settings: ChainSettings, own_job: str | None, env: Mapping[str, str] | None = None,
+         runner: SlurmRunner = run_slurm) -> Successors:
+    """One squeue, nothing submitted or cancelled."""
+    return classify(chain_jobs(settings.job_name, env, runner), own_job)
+
+
+def classify(jobs: Sequence[ChainJob], own_job: str | None) -> Successors:
+    """Pure: this instance's own job, its queued next and rescue, a newer one running."""
+    own = next((j for j in jobs if j.id == own_job), None)
+    newer = next((j for j in jobs if j.id != own_job and j.state != "PENDING" and _newer(j, own_job)), None)
+    if newer is not None:
+        return Successors(own, None, None, newer, f"successor {newer.id} is {newer.state}: handing over")
+    pending = [j for j in jobs if j.state == "PENDING" and j.id != own_job]
+    mine = [j for j in pending if j.predecessor == own_job] if own_job else pending
+    rescue = next((j for j in mine if j.role != "next"), None)
+    nxt = next((j for j in mine if j.role == "next"), None)
+    return Successors(own, nxt, rescue, None, "")
+
+
+def _newer(job: ChainJob, own_job: str | None) -> bool:
+    if own_job is None or not own_job.isdigit() or not job.id.isdigit():
+        return False
+    return int(job.id) > int(own_job)
 
 
 def own_script(job_id: str | None, env: Mapping[str, str], runner: SlurmRunner = run_slurm) -> Path:

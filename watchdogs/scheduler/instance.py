@@ -1,8 +1,10 @@
-"""One scheduler instance from start to exit: the stop file, the instance record, the
-chain's successor (with crash-loop backoff), the config, the loop, and the end record.
+"""One scheduler instance from start to exit: the stop file, the handover from a
+predecessor still running, the instance record, the chain's successors (with crash-loop
+backoff), the config, the loop, and the end record.
 
-Order matters: the successor is secured *before* the config is loaded, so a broken config
-still leaves a (backed-off) successor and the chain recovers once the config is fixed.
+Order matters: the handover comes *before* the state database is opened (one writer, on
+any filesystem), and the successors are secured *before* the config is loaded, so a broken
+config still leaves a (backed-off) successor and the chain recovers once the config is fixed.
 """
 from __future__ import annotations
 
@@ -17,16 +19,18 @@ from pathlib import Path
 from watchdogs.alerts import build_guarded_sink, selfalerts
 from watchdogs.alerts.guarded import GuardedSink
 from watchdogs.config.model import SchedulerSettings
+from watchdogs.errors import WatchdogsError
 from watchdogs.plugins import CHECKS_GROUP, Registry, load_group
-from watchdogs.scheduler import chain, startup
+from watchdogs.scheduler import chain, handover, remedies, startup
 from watchdogs.scheduler.chores import Periodic
 from watchdogs.scheduler.deadman import DeadMansSwitch
+from watchdogs.scheduler.lastword import LastWord
 from watchdogs.scheduler.lock import Lock
 from watchdogs.scheduler.loop import Scheduler
 from watchdogs.scheduler.publish import StateOwner
 from watchdogs.scheduler.records import Records
-from watchdogs.scheduler.stopflag import StopFlag
-from watchdogs.scheduler.successor import RETRY_S, cancel_successors, secure_successor
+from watchdogs.scheduler.stopflag import StopFlag, is_handover
+from watchdogs.scheduler.successor import RETRY_S, OnBlind, cancel_successors, pending_words, secure_successor
 from watchdogs.sink import ItemOutcome
 from watchdogs.slurmctl.runner import SlurmRunner, run_slurm
 from watchdogs.state import locking
@@ -48,13 +52,18 @@ def run_instance(config_path: Path, *, chained: bool, stop: StopFlag, registry: 
         LOG.warning("stop file %s exists: not starting%s (`watchdogs start` removes it)", settings.stop_file,
                     " and submitting no successor" if chained else "")
         return 0 if chained else 1
+    job_id = env.get("SLURM_JOB_ID") or None
+    if chained and job_id and not _submitted_by_hand(settings, env):
+        taken = handover.take_over(settings, job_id, env, runner)
+        if not taken.go_on:
+            LOG.warning("%s: this instance ends (nothing written)", taken.why)
+            return 0
     startup.remove_scratch(own_only=False)  # left by an instance that was SIGKILLed
     state = startup.open_state(settings.state_dir)
     locks = locking.probe(settings.state_dir)
     if not locks.across_hosts:
         LOG.warning("state folder %s: %s", settings.state_dir, locks.note)
     records = Records(state.store)
-    job_id = env.get("SLURM_JOB_ID") or None
     instance = _begin(records, clock(), job_id, "chain" if chained else "foreground")
     keeper = secure_successor(settings, records, instance, job_id, env, clock, runner) if chained else None
     if keeper is not None and keeper.secured and _submitted_by_hand(settings, env):
@@ -89,11 +98,19 @@ def run_instance(config_path: Path, *, chained: bool, stop: StopFlag, registry: 
     if state.note:
         sink.direct.handle([selfalerts.state_broken(CORRUPT, state.note, str(settings.state_dir), now,
                                                     list(sink.channels))], now)
+    gap = _gap(records, instance, clock(), config.scheduler.tick) if chained else None
+    if chained:
+        # Resolves a warning or last word of the chain; after a gap, says how long it was.
+        sink.handle([selfalerts.watching_again(now, list(sink.channels), *_gap_words(gap))], now)
     sink.flush(now)  # news about the watchdog itself goes out now, not at the first tick
     switch.start(f"watchdogs instance {instance} starting on {socket.gethostname()}"
                  + (f" (job {job_id})" if job_id else ""))
     reason = "crashed"
     owner: StateOwner | None = None
+    last_word = LastWord(settings, job_id, sink, lambda: list(sink.channels), switch, env, runner, clock)
+    if keeper is not None:
+        keeper.on_blind = _warner(sink, env, runner, clock)
+        keeper.warn_if_due(clock())
     try:
         periodic = [Periodic(RETRY_S, keeper.try_now, "successor check")] if keeper else []
         def say(news: list[ItemOutcome]) -> None:
@@ -124,9 +141,12 @@ def run_instance(config_path: Path, *, chained: bool, stop: StopFlag, registry: 
         _note_locks(state.store if state.problem is None else None, locks)
         scheduler = Scheduler(config, state.store, sink, registry, instance=instance, stop=stop,
                               periodic=periodic, env=env, clock=clock, on_state_error=on_state_error,
-                              owner=owner)
+                              owner=owner, last_word=_last_word_for(last_word, stop, chained),
+                              gap=gap[0] if gap else None)
         stores.target = scheduler
         reason = scheduler.run()
+        if chained and is_handover(reason):
+            reason = _handover_end(settings, job_id, switch, env, runner)
     except BaseException as exc:
         reason = f"crashed: {type(exc).__name__}: {exc}"
         switch.fail(f"watchdogs instance {instance} {reason}")
@@ -139,9 +159,83 @@ def run_instance(config_path: Path, *, chained: bool, stop: StopFlag, registry: 
         startup.remove_scratch()
         LOG.info("scheduler instance ended: %s", reason)
         switch.wait()
-    if chained and reason.startswith("stop file"):
+    if chained and (reason.startswith("stop file") or settings.stop_file.exists()):
+        # Also after `watchdogs stop`'s scancel: a next queued under a job name the config
+        # no longer gives would never be found by name, and would wait for its begin time.
         cancel_successors(settings, job_id, env, runner)
     return 0
+
+
+GAP_GRACE_S = 5.0
+"""A pause longer than two ticks and this between two instances is a gap worth telling."""
+
+
+def _gap(records: Records, instance: int, now: float, tick: float) -> tuple[tuple[float, float], str] | None:
+    """((from, to), why) when nothing watched for a while before this instance."""
+    try:
+        lives = records.lives_before(instance, limit=1)
+    except Exception as exc:
+        if state_problem(exc) is None:
+            raise
+        return None
+    if not lives or now - lives[0].last_seen <= 2 * tick + GAP_GRACE_S:
+        return None
+    last = lives[0]
+    job = f" (job {last.job_id})" if last.job_id else ""
+    why = (f"the previous instance{job} ended: {last.reason}" if last.reason else
+           f"the previous instance{job} ended without a word (killed, or its node failed)")
+    return (last.last_seen, now), why
+
+
+def _gap_words(gap: tuple[tuple[float, float], str] | None) -> tuple[tuple[datetime, datetime] | None, str]:
+    if gap is None:
+        return None, ""
+    (start, end), why = gap
+    return (_dt(start), _dt(end)), why
+
+
+def _warner(sink: GuardedSink, env: Mapping[str, str], runner: SlurmRunner,
+            clock: Callable[[], float]) -> OnBlind:
+    """The WARNING before going blind, with what would help."""
+    def warn(stops: datetime, successor: str) -> None:
+        now = _dt(clock())
+        helps = remedies.remedies(env.get("SLURM_JOB_PARTITION"), env, runner)
+        found = selfalerts.goes_blind(stops.astimezone(timezone.utc), successor, helps, now,
+                                      list(sink.channels))
+        LOG.warning("%s", found.result.summary)
+        sink.handle([found], now)
+        sink.flush(now)
+    return warn
+
+
+def _last_word_for(last_word: LastWord, stop: StopFlag, chained: bool) -> Callable[[str], None]:
+    """A chain instance says a last word on SIGTERM and unexpected signals. A foreground run
+    only on unexpected ones: SIGTERM or Ctrl-C there is its own person or service manager."""
+    def say(reason: str) -> None:
+        if chained or stop.kind == "unexpected":
+            last_word(reason)
+    return say
+
+
+def _handover_end(settings: chain.ChainSettings, job_id: str | None, switch: DeadMansSwitch,
+                  env: Mapping[str, str], runner: SlurmRunner) -> str:
+    """The end record's reason at a handover; when no successor runs (the time limit came
+    first), the blindness is known now: the dead man's switch gets /fail."""
+    try:
+        found = chain.look(settings, job_id, env, runner)
+    except WatchdogsError as exc:
+        return f"handover (time limit near): the successor cannot be seen: {exc}"
+    if found.newer_running is not None:
+        return f"handover to job {found.newer_running.id}"
+    words = pending_words(found)
+    if found.next is not None:
+        try:  # its begin may still lie ahead (an early USR1, a limit cut short): eligible now
+            chain.release_now(found.next.id, env, runner)
+        except WatchdogsError as exc:
+            LOG.error("cannot release the next instance %s to start now: %s", found.next.id, exc)
+    reason = f"handover (time limit near): {words}"
+    switch.fail(f"watchdogs goes blind: {reason}; nothing is checked until the successor starts")
+    return reason
 
 
 def _submitted_by_hand(settings: chain.ChainSettings, env: Mapping[str, str]) -> bool:

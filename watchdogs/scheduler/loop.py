@@ -10,6 +10,7 @@ runs periodic chores.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import queue
 import time
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from watchdogs.plugins import Registry
     from watchdogs.scheduler.items import Item
     from watchdogs.scheduler.publish import StateOwner
-    from watchdogs.sink import ResultSink
+    from watchdogs.sink import ItemOutcome, ResultSink
     from watchdogs.state.store import StateStore
 
 LOG = logging.getLogger("watchdogs.scheduler")
@@ -46,6 +47,9 @@ POLL_S = 0.5
 COALESCE_S = 0.05
 """Items due within this of each other run as one batch."""
 PRUNE_EVERY_S = 3600.0
+CATCH_UP_S = 5.0
+"""After a gap, runs started this long past the first tick (an instance's start-up: the
+state, the timetable) still count as its catch-up runs."""
 
 
 class Scheduler:
@@ -54,10 +58,14 @@ class Scheduler:
                  env: dict[str, str] | None = None, uid: int | None = None,
                  clock: Callable[[], float] = time.time, tz: tzinfo | None = None,
                  on_state_error: Callable[[BaseException, datetime], object] | None = None,
-                 owner: StateOwner | None = None) -> None:
+                 owner: StateOwner | None = None, last_word: Callable[[str], None] | None = None,
+                 gap: tuple[float, float] | None = None) -> None:
         """`on_state_error`: the state directory could not be written (full, broken,
         corrupt); without it such an error stops the scheduler. `owner`: this instance owns
-        the state database (applies queued changes, publishes the view)."""
+        the state database (applies queued changes, publishes the view). `last_word`: called
+        with the reason when a signal other than a handover stops the loop, before the items
+        in progress are waited for (Slurm's KillWait is short). `gap`: (from, to) when nothing
+        watched before this instance: what its catch-up runs find is marked seen late."""
         self.config = config
         self.sink = sink
         self.records = (Records(store) if on_state_error is None else
@@ -70,6 +78,8 @@ class Scheduler:
         self.runner = Runner(config, store, self.records, self.events, instance, env, clock)
         self.held = HeldOutcomes()
         self.owner = owner
+        self.last_word = last_word
+        self.gap = gap
         self.timetable = Timetable(config, registry, self.records, tz or get_localzone(),
                                    lambda item, at: self.events.put(Due(item, at)), uid=uid,
                                    resolve_removed=owner is not None)
@@ -152,7 +162,14 @@ class Scheduler:
                 LOG.warning("%s: interrupted (the scheduler is stopping); counts as not run", run.item)
                 continue
             LOG.info("%s: %s: %s", run.item, run.result.status.name, run.result.summary)
-            self.held.add([item.outcome(run.result, _dt(run.started), _dt(run.finished), run.log)])
+            found = item.outcome(run.result, _dt(run.started), _dt(run.finished), run.log)
+            self.held.add([self._late(found, run.started)])
+
+    def _late(self, found: ItemOutcome, started: float) -> ItemOutcome:
+        """A run of the first tick after a gap (its catch-up) found what happened in the gap."""
+        if self.gap is None or started > self.gap[1] + self.config.scheduler.tick + CATCH_UP_S:
+            return found
+        return dataclasses.replace(found, seen_late=self.gap)
 
     def _deliver(self, now: float, tick: bool) -> None:
         """One sink call with every outcome since the last, once their batch has settled."""
@@ -200,6 +217,14 @@ class Scheduler:
 
     def _shutdown(self) -> str:
         reason, grace = self.stop.request or ("stopped", 0.0)
+        if self.last_word is not None and self.stop.kind in ("terminate", "unexpected"):
+            began = time.monotonic()
+            try:
+                self.last_word(reason)
+            except Exception:
+                LOG.exception("the last word could not be said")
+            # The word took part of KillWait: the drain gets what is left of its grace.
+            grace = max(0.5, grace - (time.monotonic() - began))
         LOG.info("stopping (%s): waiting up to %.0fs for %d running items", reason, grace,
                  len(self.runner.running))
         self.timetable.shutdown()
