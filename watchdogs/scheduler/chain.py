@@ -27,7 +27,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from watchdogs import units
+from watchdogs import ownfiles, units
 from watchdogs.config.sections import SCHEDULER
 from watchdogs.errors import SlurmError, WatchdogsError
 from watchdogs.scheduler.runs import Life
@@ -250,7 +250,7 @@ def submit_instance(settings: ChainSettings, script: Path, after: str | None, de
     found = distrust(script) if script.exists() else None   # a missing one: sbatch says so
     if found is not None:
         raise SlurmError(f"the scheduler's batch script is not only yours, not submitted: {found}")
-    settings.output_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    ownfiles.make_dirs(settings.output_dir)
     role = role or ("rescue" if after else "start")
     argv = ["sbatch", "--parsable", f"--job-name={settings.job_name}", f"--comment={comment(role, after)}",
             f"--output={settings.output_dir}/%x-%j.out"]

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 
+from watchdogs import ownfiles
 from watchdogs.alerts import build_guarded_sink, selfalerts
 from watchdogs.alerts.guarded import GuardedSink
 from watchdogs.config.model import SchedulerSettings
@@ -252,8 +253,8 @@ def _log_where_start_does(settings: chain.ChainSettings, job_id: str) -> None:
     try:
         if Path(os.readlink("/proc/self/fd/1")) == target:
             return
-        settings.output_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        ownfiles.make_dirs(settings.output_dir)
+        fd = ownfiles.create_private(target, append=True)
     except OSError as exc:
         LOG.warning("keeping this log here: cannot open %s: %s", target, exc.strerror)
         return
