@@ -4,6 +4,12 @@ A result is a status (OK/WARNING/CRITICAL/UNKNOWN, the Nagios exit codes 0-3), a
 summary, optional detail lines and metrics. Drop-ins speak the monitoring-plugins
 convention: the exit code is the status, the first line is the summary, and performance
 data follows a `|`.
+
+Every text field of a result is made storable where the result is built (the seam every
+check, drop-in, refusal and self-alert passes): a lone surrogate (a byte that was not
+UTF-8, from a file name, argv or JSON) becomes `\\xNN` (`watchdogs.textsafe.from_os`), so
+no write to the database, a log or a channel can fail on it. ASCII text, nearly all of
+it, is kept as it is, the same object: nothing is copied and no fingerprint changes.
 """
 from __future__ import annotations
 
@@ -13,6 +19,32 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from watchdogs.humanize import exit_status
+from watchdogs.textsafe import from_os
+
+
+def storable(obj: object, *names: str) -> None:
+    """In a frozen dataclass's `__post_init__`: each named field (a str, a tuple of str, or a
+    mapping of str to str) with its lone surrogates made `\\xNN`. Clean fields are left as
+    they are (the same object)."""
+    for name in names:
+        value = getattr(obj, name)
+        if isinstance(value, str):
+            clean: object = from_os(value)
+        elif isinstance(value, tuple):
+            clean = value if all(_clean(v) for v in value) else \
+                tuple(from_os(v) if isinstance(v, str) else v for v in value)
+        elif isinstance(value, Mapping):
+            clean = value if all(_clean(k) and _clean(v) for k, v in value.items()) else \
+                {from_os(str(k)): from_os(v) if isinstance(v, str) else v for k, v in value.items()}
+        else:
+            continue
+        if clean is not value:
+            object.__setattr__(obj, name, clean)
+
+
+def _clean(value: object) -> bool:
+    """Nothing to do for this value: not a str, or a str without lone surrogates."""
+    return not isinstance(value, str) or value.isascii() or from_os(value) is value
 
 
 class Status(enum.IntEnum):
@@ -48,6 +80,9 @@ class Metric:
     min: str = ""
     max: str = ""
 
+    def __post_init__(self) -> None:
+        storable(self, "label")
+
     def render(self) -> str:
         label = f"'{self.label}'" if re.search(r"[\s=']", self.label) else self.label
         tail = ";".join((self.warn, self.crit, self.min, self.max)).rstrip(";")
@@ -64,6 +99,9 @@ class Notice:
     details: tuple[str, ...] = ()
     kind: str = ""
     """What happened, for the reader's grouping: "started", "requeued", "ended"."""
+
+    def __post_init__(self) -> None:
+        storable(self, "summary", "details")
 
 
 @dataclass(frozen=True)
@@ -83,12 +121,18 @@ class JobLook:
     NODE_FAIL, TIMEOUT...; "" when none): a preempted job waits with reason BeginTime like
     any requeue, only accounting tells preemption."""
 
+    def __post_init__(self) -> None:
+        storable(self, "job_id", "reason", "requeue_cause")
+
 
 @dataclass(frozen=True)
 class BadNode:
     name: str
     state: str
     reason: str
+
+    def __post_init__(self) -> None:
+        storable(self, "name", "state", "reason")
 
 
 @dataclass(frozen=True)
@@ -120,6 +164,10 @@ class CheckResult:
     """Told once each, whatever the status (the check itself says each only once)."""
     look: JobLook | NodesLook | None = None
     """What a job or nodes check saw, kept for the report's history (never alerted on)."""
+
+    def __post_init__(self) -> None:
+        # The seam: whatever a check or drop-in was handed from outside is storable from here.
+        storable(self, "summary", "details", "context", "fingerprint", "killed_by")
 
     def render(self) -> str:
         """Back to plugin output: "SUMMARY | perfdata" then detail lines."""

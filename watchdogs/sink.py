@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from watchdogs.result import CheckResult
+from watchdogs.result import CheckResult, storable
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,11 @@ class ItemOutcome:
     repeat_every: float | None = None
     log: str | None = None
     """The run's log file (a drop-in's output), for the alert's `next:` line."""
+
+    def __post_init__(self) -> None:
+        # The item is an id made of a file name (a drop-in's, a refused path): stored, keyed
+        # on, shown. A byte that is not UTF-8 in it is `\xNN` from here on (textsafe.from_os).
+        storable(self, "item", "runbook", "log")
 
 
 class ResultSink(Protocol):
