@@ -5,11 +5,15 @@ summary, optional detail lines and metrics. Drop-ins speak the monitoring-plugin
 convention: the exit code is the status, the first line is the summary, and performance
 data follows a `|`.
 
-Every text field of a result is made storable where the result is built (the seam every
+Every text field of a result is made safe where the result is built (the seam every
 check, drop-in, refusal and self-alert passes): a lone surrogate (a byte that was not
 UTF-8, from a file name, argv or JSON) becomes `\\xNN` (`watchdogs.textsafe.from_os`), so
-no write to the database, a log or a channel can fail on it. ASCII text, nearly all of
-it, is kept as it is, the same object: nothing is copied and no fingerprint changes.
+no write to the database, a log or a channel can fail on it; and the one-line texts
+(summary, details, context, a notice) have their control characters and line breaks
+escaped, so a reason, a job name or a drop-in's output cannot forge a line anywhere they
+are shown. Keys (item ids, fingerprints) only lose their surrogates, so every key an
+existing alert has stays as it was. Plain ASCII, nearly all text, is kept as it is, the
+same object: nothing is copied.
 """
 from __future__ import annotations
 
@@ -19,32 +23,44 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from watchdogs.humanize import exit_status
-from watchdogs.textsafe import from_os
+from watchdogs.textsafe import from_os, visible
 
 
-def storable(obj: object, *names: str) -> None:
+def storable(obj: object, *names: str, lines: bool = False) -> None:
     """In a frozen dataclass's `__post_init__`: each named field (a str, a tuple of str, or a
-    mapping of str to str) with its lone surrogates made `\\xNN`. Clean fields are left as
-    they are (the same object)."""
+    mapping of str to str) with its lone surrogates made `\\xNN`; with `lines`, also its
+    control characters and line breaks escaped (textsafe.visible), so a text that is one
+    line by contract (a summary, a detail line, a reason) cannot forge a second one in any
+    output. Clean fields, nearly all, are left as they are: the same object."""
+    clean_text = _one_line if lines else from_os
     for name in names:
         value = getattr(obj, name)
         if isinstance(value, str):
-            clean: object = from_os(value)
+            clean: object = clean_text(value)
         elif isinstance(value, tuple):
-            clean = value if all(_clean(v) for v in value) else \
-                tuple(from_os(v) if isinstance(v, str) else v for v in value)
+            clean = value if all(_is_clean(v, lines) for v in value) else \
+                tuple(clean_text(v) if isinstance(v, str) else v for v in value)
         elif isinstance(value, Mapping):
-            clean = value if all(_clean(k) and _clean(v) for k, v in value.items()) else \
-                {from_os(str(k)): from_os(v) if isinstance(v, str) else v for k, v in value.items()}
+            clean = value if all(_is_clean(k, lines) and _is_clean(v, lines) for k, v in value.items()) else \
+                {clean_text(str(k)): clean_text(v) if isinstance(v, str) else v for k, v in value.items()}
         else:
             continue
         if clean is not value:
             object.__setattr__(obj, name, clean)
 
 
-def _clean(value: object) -> bool:
-    """Nothing to do for this value: not a str, or a str without lone surrogates."""
-    return not isinstance(value, str) or value.isascii() or from_os(value) is value
+def _one_line(text: str) -> str:
+    """Surrogates and control characters (line breaks too) escaped; not bounded (the
+    channels bound what they send)."""
+    if text.isascii() and text.isprintable():  # the fast path: plain ASCII, nothing to do
+        return text
+    return visible(text, newlines=False)
+
+
+def _is_clean(value: object, lines: bool) -> bool:
+    if not isinstance(value, str) or (value.isascii() and (not lines or value.isprintable())):
+        return True
+    return (_one_line if lines else from_os)(value) is value
 
 
 class Status(enum.IntEnum):
@@ -101,7 +117,7 @@ class Notice:
     """What happened, for the reader's grouping: "started", "requeued", "ended"."""
 
     def __post_init__(self) -> None:
-        storable(self, "summary", "details")
+        storable(self, "summary", "details", lines=True)
 
 
 @dataclass(frozen=True)
@@ -167,7 +183,8 @@ class CheckResult:
 
     def __post_init__(self) -> None:
         # The seam: whatever a check or drop-in was handed from outside is storable from here.
-        storable(self, "summary", "details", "context", "fingerprint", "killed_by")
+        storable(self, "summary", "details", "context", lines=True)
+        storable(self, "fingerprint", "killed_by")  # keys: kept as they are unless unstorable
 
     def render(self) -> str:
         """Back to plugin output: "SUMMARY | perfdata" then detail lines."""

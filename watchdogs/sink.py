@@ -36,7 +36,8 @@ class ItemOutcome:
     def __post_init__(self) -> None:
         # The item is an id made of a file name (a drop-in's, a refused path): stored, keyed
         # on, shown. A byte that is not UTF-8 in it is `\xNN` from here on (textsafe.from_os).
-        storable(self, "item", "runbook", "log")
+        storable(self, "item", "log")  # keys and paths: surrogates only, existing ids unchanged
+        storable(self, "runbook", lines=True)
 
 
 class ResultSink(Protocol):
