@@ -13,10 +13,6 @@ from notifiers.base import Message, Notifier, TransportError
 from watchdogs.config.options import Option, path
 from watchdogs.textsafe import visible
 
-LOCAL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.ENOENT})
-"""This machine's own disk: the file's filesystem is full, over quota, read-only, or its folder
-is not there yet. It passes when space (or the mount) returns."""
-
 
 class LogfileNotifier(Notifier):
     type_name = "logfile"
@@ -40,8 +36,7 @@ class LogfileNotifier(Notifier):
         except OSError as exc:
             # A full or read-only disk may recover; a missing folder too (a mount coming back).
             said = self.local_problem() if exc.errno == errno.ENOENT else None
-            raise TransportError(said or f"cannot append to {self.opts['path']}: {exc.strerror}",
-                                 local=exc.errno in LOCAL_ERRNOS) from None
+            raise TransportError(said or f"cannot append to {self.opts['path']}: {exc.strerror}") from None
 
     def local_problem(self) -> str | None:
         # The folder is not created here: a missing one may be a mount not back yet, and a
@@ -79,21 +74,7 @@ class LogfileNotifier(Notifier):
             raise TransportError(f"not appending to {target}: not a regular file", permanent=True)
         os.set_blocking(fd, True)
         try:
-            self._write_whole(fd, data)
+            while data:
+                data = data[os.write(fd, data):]
         finally:
             os.close(fd)
-
-    @staticmethod
-    def _write_whole(fd: int, data: bytes) -> None:
-        """The whole line or nothing: a disk that fills mid-line must not leave half a line,
-        which the retry would follow with the whole one (a reader greps a broken first half).
-        Cut back only if nobody else appended meanwhile (O_APPEND: their line follows ours)."""
-        before = os.fstat(fd).st_size
-        written = 0
-        try:
-            while written < len(data):
-                written += os.write(fd, data[written:])
-        except OSError:
-            if written and os.fstat(fd).st_size == before + written:
-                os.ftruncate(fd, before)
-            raise
