@@ -117,7 +117,8 @@ class SlackNotifier(Notifier):
         # "<https://evil|login>" in the subject must not ping a channel or make a link in the
         # top-level text (the notification and fallback) any more than in the blocks. The
         # header block is plain_text, which Slack shows as it is.
-        footer = f"watchdogs on {mrkdwn(batch.host)} · cluster {mrkdwn(batch.cluster)} · id {mrkdwn(batch.key)}"
+        footer = (f"watchdogs on {mrkdwn(batch.host)} · cluster {mrkdwn(batch.cluster)} · "
+                  f"id {mrkdwn(batch.key)}")
         blocks = blocks_for(plain.subject, plain.text, footer)
         fallback = f"{mrkdwn(plain.subject)}\n{plain.text}"[:MAX_SECTION]
         return Message(plain.subject, fallback, None, plain.severity, plain.key, {"blocks": blocks})
