@@ -138,7 +138,8 @@ class JobLook:
     any requeue, only accounting tells preemption."""
 
     def __post_init__(self) -> None:
-        storable(self, "job_id", "reason", "requeue_cause")
+        storable(self, "job_id", "requeue_cause")
+        storable(self, "reason", lines=True)  # Slurm's words, shown on the report's timeline
 
 
 @dataclass(frozen=True)
@@ -148,7 +149,8 @@ class BadNode:
     reason: str
 
     def __post_init__(self) -> None:
-        storable(self, "name", "state", "reason")
+        storable(self, "name", "state")
+        storable(self, "reason", lines=True)  # an admin's free text (scontrol ... reason=)
 
 
 @dataclass(frozen=True)
