@@ -93,3 +93,27 @@ def test_bytes_a_drop_in_prints_are_stored_and_shown_visible_with_escapes(
         assert "caf\\xe9 \\xff \\x1b[2J gone" in text, text
         assert "\x1b" not in text and "\ufffd" not in text
     assert "detail \\xc0\\xaf \\u202e end" in body
+
+
+@pytest.mark.timeout(120)
+def test_a_watched_log_named_with_a_byte_that_is_not_utf8_is_judged_and_shown(
+        site: Site, smtp: SmtpServer) -> None:
+    """Another source: a file name a glob matched (the filesystem probe's answer, JSON)."""
+    import time
+
+    mail_config(site, smtp, tables='[[check]]\nname = "train"\ntype = "log_stale"\n'
+                                   f'path = "{site.root}/logs/train-*.out"\nmax_age = "10m"\n'
+                                   f'[[notify]]\nname = "log"\ntype = "logfile"\n'
+                                   f'path = "{site.root / "alerts.log"}"\n')
+    (site.root / "logs").mkdir()
+    log = os.fsencode(site.root / "logs") + b"/train-caf\xe9.out"
+    with open(log, "w") as fh:
+        fh.write("iter 1\n")
+    old = time.time() - 3600
+    os.utime(log, (old, old))
+    once = site.watchdogs("run", "--once")
+    assert "Traceback" not in once.stderr and "surrogates" not in once.stderr, once.stderr
+    logfile = (site.root / "alerts.log").read_text()
+    assert "train-caf\\xe9.out" in logfile, logfile
+    assert "train-caf\\xe9.out" in "\n".join(mails(smtp))
+    assert "train-caf\\xe9.out" in site.watchdogs("status").stdout
