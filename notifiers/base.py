@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from notifiers.secrets import Secret, fragments, load_secret, scrub
 from watchdogs.config.model import NotifyConfig
 from watchdogs.configured import Configured
+from watchdogs.textsafe import from_os, visible
 
 if TYPE_CHECKING:
     from notifiers.render import Templates
@@ -55,6 +56,16 @@ class Message:
     """Channel-specific structured content (Slack blocks, webhook alert list); JSON-able."""
     done: tuple[str, ...] = ()
     """Recipients already served by an earlier, partly failed attempt."""
+
+    def __post_init__(self) -> None:
+        # The last line of defence behind AlertEvent's cleaning: a user's template may print
+        # anything. The subject is one line (a mail header, an SMS, a console line); the text
+        # keeps its line breaks; neither holds a control character or a lone surrogate, which
+        # the logfile's encode, a terminal, SMTP and JSON would fail on or obey.
+        for name, text in (("subject", visible(self.subject, newlines=False)), ("text", visible(self.text)),
+                           ("html", None if self.html is None else from_os(self.html))):
+            if text is not getattr(self, name):
+                object.__setattr__(self, name, text)
 
 
 class Notifier(Configured, ABC):

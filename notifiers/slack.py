@@ -110,10 +110,17 @@ class SlackNotifier(Notifier):
         return (retries + 1) * self.opts["timeout"] + retries * (self.opts["max_retry_wait"] + 1) + 5
 
     def render(self, batch: Batch, templates: Templates) -> Message:
+        from notifiers.render import mrkdwn  # with the templates (jinja2), not when `status` builds channels
+
         plain = templates.message(batch, self.type_name, limit=self.opts["limit"])
-        footer = f"watchdogs on {batch.host} · cluster {batch.cluster} · id {batch.key}"
+        # Every mrkdwn field is escaped for Slack (&, <, >): a job name "<!channel>" or
+        # "<https://evil|login>" in the subject must not ping a channel or make a link in the
+        # top-level text (the notification and fallback) any more than in the blocks. The
+        # header block is plain_text, which Slack shows as it is.
+        footer = (f"watchdogs on {mrkdwn(batch.host)} · cluster {mrkdwn(batch.cluster)} · "
+                  f"id {mrkdwn(batch.key)}")
         blocks = blocks_for(plain.subject, plain.text, footer)
-        fallback = f"{plain.subject}\n{plain.text}"[:MAX_SECTION]
+        fallback = f"{mrkdwn(plain.subject)}\n{plain.text}"[:MAX_SECTION]
         return Message(plain.subject, fallback, None, plain.severity, plain.key, {"blocks": blocks})
 
     def notify(self, message: Message) -> None:

@@ -28,7 +28,7 @@ def run_bounded(argv: Sequence[str], timeout: float, *, env: Mapping[str, str] |
     kill) and FileNotFoundError/PermissionError as `subprocess.run` does."""
     stdin = subprocess.PIPE if input_text is not None else subprocess.DEVNULL
     proc = subprocess.Popen(list(argv), stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, errors="replace",
+                            text=True, errors="backslashreplace",
                             env=None if env is None else dict(env), cwd=cwd, start_new_session=True)
     try:
         out, err = proc.communicate(input_text, timeout=max(timeout, 0.001))

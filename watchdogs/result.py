@@ -4,6 +4,16 @@ A result is a status (OK/WARNING/CRITICAL/UNKNOWN, the Nagios exit codes 0-3), a
 summary, optional detail lines and metrics. Drop-ins speak the monitoring-plugins
 convention: the exit code is the status, the first line is the summary, and performance
 data follows a `|`.
+
+Every text field of a result is made safe where the result is built (the seam every
+check, drop-in, refusal and self-alert passes): a lone surrogate (a byte that was not
+UTF-8, from a file name, argv or JSON) becomes `\\xNN` (`watchdogs.textsafe.from_os`), so
+no write to the database, a log or a channel can fail on it; and the one-line texts
+(summary, details, context, a notice) have their control characters and line breaks
+escaped, so a reason, a job name or a drop-in's output cannot forge a line anywhere they
+are shown. Keys (item ids, fingerprints) only lose their surrogates, so every key an
+existing alert has stays as it was. Plain ASCII, nearly all text, is kept as it is, the
+same object: nothing is copied.
 """
 from __future__ import annotations
 
@@ -13,6 +23,44 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from watchdogs.humanize import exit_status
+from watchdogs.textsafe import from_os, visible
+
+
+def storable(obj: object, *names: str, lines: bool = False) -> None:
+    """In a frozen dataclass's `__post_init__`: each named field (a str, a tuple of str, or a
+    mapping of str to str) with its lone surrogates made `\\xNN`; with `lines`, also its
+    control characters and line breaks escaped (textsafe.visible), so a text that is one
+    line by contract (a summary, a detail line, a reason) cannot forge a second one in any
+    output. Clean fields, nearly all, are left as they are: the same object."""
+    clean_text = _one_line if lines else from_os
+    for name in names:
+        value = getattr(obj, name)
+        if isinstance(value, str):
+            clean: object = clean_text(value)
+        elif isinstance(value, tuple):
+            clean = value if all(_is_clean(v, lines) for v in value) else \
+                tuple(clean_text(v) if isinstance(v, str) else v for v in value)
+        elif isinstance(value, Mapping):
+            clean = value if all(_is_clean(k, lines) and _is_clean(v, lines) for k, v in value.items()) else \
+                {clean_text(str(k)): clean_text(v) if isinstance(v, str) else v for k, v in value.items()}
+        else:
+            continue
+        if clean is not value:
+            object.__setattr__(obj, name, clean)
+
+
+def _one_line(text: str) -> str:
+    """Surrogates and control characters (line breaks too) escaped; not bounded (the
+    channels bound what they send)."""
+    if text.isascii() and text.isprintable():  # the fast path: plain ASCII, nothing to do
+        return text
+    return visible(text, newlines=False)
+
+
+def _is_clean(value: object, lines: bool) -> bool:
+    if not isinstance(value, str) or (value.isascii() and (not lines or value.isprintable())):
+        return True
+    return (_one_line if lines else from_os)(value) is value
 
 
 class Status(enum.IntEnum):
@@ -48,6 +96,9 @@ class Metric:
     min: str = ""
     max: str = ""
 
+    def __post_init__(self) -> None:
+        storable(self, "label")
+
     def render(self) -> str:
         label = f"'{self.label}'" if re.search(r"[\s=']", self.label) else self.label
         tail = ";".join((self.warn, self.crit, self.min, self.max)).rstrip(";")
@@ -64,6 +115,9 @@ class Notice:
     details: tuple[str, ...] = ()
     kind: str = ""
     """What happened, for the reader's grouping: "started", "requeued", "ended"."""
+
+    def __post_init__(self) -> None:
+        storable(self, "summary", "details", lines=True)
 
 
 @dataclass(frozen=True)
@@ -83,12 +137,20 @@ class JobLook:
     NODE_FAIL, TIMEOUT...; "" when none): a preempted job waits with reason BeginTime like
     any requeue, only accounting tells preemption."""
 
+    def __post_init__(self) -> None:
+        storable(self, "job_id", "requeue_cause")
+        storable(self, "reason", lines=True)  # Slurm's words, shown on the report's timeline
+
 
 @dataclass(frozen=True)
 class BadNode:
     name: str
     state: str
     reason: str
+
+    def __post_init__(self) -> None:
+        storable(self, "name", "state")
+        storable(self, "reason", lines=True)  # an admin's free text (scontrol ... reason=)
 
 
 @dataclass(frozen=True)
@@ -120,6 +182,11 @@ class CheckResult:
     """Told once each, whatever the status (the check itself says each only once)."""
     look: JobLook | NodesLook | None = None
     """What a job or nodes check saw, kept for the report's history (never alerted on)."""
+
+    def __post_init__(self) -> None:
+        # The seam: whatever a check or drop-in was handed from outside is storable from here.
+        storable(self, "summary", "details", "context", lines=True)
+        storable(self, "fingerprint", "killed_by")  # keys: kept as they are unless unstorable
 
     def render(self) -> str:
         """Back to plugin output: "SUMMARY | perfdata" then detail lines."""

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from watchdogs.result import CheckResult
+from watchdogs.result import CheckResult, storable
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,12 @@ class ItemOutcome:
     seen_late: tuple[float, float] | None = None
     """(from, to): a catch-up run after nothing watched in that window (issue 34): whatever
     it found may have happened at any time in it, and its alert says so."""
+
+    def __post_init__(self) -> None:
+        # The item is an id made of a file name (a drop-in's, a refused path): stored, keyed
+        # on, shown. A byte that is not UTF-8 in it is `\xNN` from here on (textsafe.from_os).
+        storable(self, "item", "log")  # keys and paths: surrogates only, existing ids unchanged
+        storable(self, "runbook", lines=True)
 
 
 class ResultSink(Protocol):

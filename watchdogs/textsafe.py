@@ -7,15 +7,23 @@ direction overrides (U+202A-U+202E, U+2066-U+2069) reorder what a reader sees. E
 shown as a backslash escape instead (`\\x1b`, `\\r`, `\\u202e`), so the text stays
 greppable and nothing is lost. One pattern, used by every place that shows such text: the
 command line's output, log records, the logfile channel, mail headers and bodies, Slack.
+
+Bytes that are not UTF-8 (a Latin-1 file name, a job name, what a drop-in prints) are
+decoded once where they come in (`from_bytes`, or `from_os` for a str the OS decoded with
+surrogateescape) into text that shows each such byte as `\\xNN`: it can then be stored
+(sqlite, JSON and files refuse lone surrogates), sent and shown, and nothing is lost.
 """
 from __future__ import annotations
 
 import logging
 import re
 
-_CONTROLS = "\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff"
+_CONTROLS = ("\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff"
+             "\ud800-\udfff")
 """Every C0 control but tab and newline, DEL, every C1 control, the line/paragraph
-separators, the bidirectional overrides and isolates, and the zero-width no-break space."""
+separators, the bidirectional overrides and isolates, the zero-width no-break space, and
+lone surrogates (a boundary that forgot `from_os`: shown, never a failed write)."""
+_SURROGATES = re.compile("[\ud800-\udfff]")
 _NAMED = {"\r": "\\r", "\x1b": "\\x1b", "\n": "\\n", "\t": "\\t"}
 
 FIELD_LIMIT = 4000
@@ -35,7 +43,24 @@ def control_characters(text: str) -> str:
 
 def _escape_char(char: str) -> str:
     code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:  # surrogateescape's stand-in for one undecodable byte
+        return f"\\x{code - 0xDC00:02x}"
     return _NAMED.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def from_bytes(data: bytes) -> str:
+    """Bytes from outside as text: UTF-8, each byte that is not shown as `\\xNN`."""
+    return data.decode("utf-8", "backslashreplace")
+
+
+def from_os(text: str) -> str:
+    """A str that came from the OS (a file name, argv, an environment value: decoded with
+    surrogateescape) or from JSON (`"\\udce9"`), made storable: each lone surrogate that
+    stands for a byte becomes `\\xNN` (that byte), any other becomes `\\udXXX`. Text that
+    is already clean is returned as it is (the common case, checked without copying)."""
+    if text.isascii() or _SURROGATES.search(text) is None:
+        return text
+    return _SURROGATES.sub(_escape, text)
 
 
 def visible(text: str, newlines: bool = True) -> str:

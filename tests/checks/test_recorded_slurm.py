@@ -119,3 +119,33 @@ def test_all_nodes_idle_in_recorded_sinfo_is_ok(tmp_path: Path) -> None:
     result = run_tick(tmp_path, NODES, runner)["nodes"]
     assert result.status is Status.OK and result.fingerprint == ""
     assert result.summary.startswith("all usable:")
+
+
+class ThroughTheRealRunner(Recorded):
+    """Recorded bytes, answered by a real child process through `run_slurm` (the boundary
+    where Slurm's output is decoded), as a site's wrapper printing them would."""
+
+    def __init__(self, files: Mapping[str, Path]) -> None:
+        super().__init__({})
+        self.files = dict(files)
+
+    def __call__(self, argv: Sequence[str], timeout: float = DEFAULT_TIMEOUT_S,
+                 env: Mapping[str, str] | None = None, input_text: str | None = None) -> SlurmReply:
+        from watchdogs.slurmctl.runner import run_slurm
+
+        self.calls.append(tuple(argv))
+        reply = run_slurm(["cat", str(self.files[argv[0]])], timeout)
+        return SlurmReply(tuple(argv), reply.stdout, reply.stderr)
+
+
+def test_a_drain_reason_in_bytes_that_are_not_utf8_is_shown_with_the_bytes_visible(tmp_path: Path) -> None:
+    """An admin's reason typed in Latin-1 (or with an escape sequence) on a drained node."""
+    recorded = (RECORDED / "sinfo-node2-drained.txt").read_bytes()
+    sinfo = tmp_path / "sinfo-latin1.txt"
+    sinfo.write_bytes(recorded.replace(b"bad gpu", b"caf\xe9 \x1b[2J gpu\xff"))
+    result = run_tick(tmp_path, NODES, ThroughTheRealRunner({"sinfo": sinfo}))["nodes"]
+    assert result.status is Status.WARNING and result.fingerprint == "node2", result
+    assert "node2 drained: caf\\xe9 \\x1b[2J gpu\\xff" in result.summary
+    for text in (result.summary, *result.details, *result.context.values()):
+        text.encode("utf-8")  # storable: no lone surrogate, no replacement lost the byte
+        assert "\ufffd" not in text and "\x1b" not in text

@@ -8,7 +8,7 @@ import pytest
 
 from tests.notifiers.fakes import SmtpServer
 from tests.scheduler.conftest import Site, script
-from tests.selfwatch.conftest import mail_config
+from tests.selfwatch.conftest import mail_config, mails
 
 ESC = "\x1b"
 FORGED = "2026-01-01T00:00:00+00:00 WATCHDOGS RESOLVED train"
@@ -177,3 +177,48 @@ def test_an_error_no_retry_mends_is_told_once_at_once_and_not_retried_every_30_s
     assert "HTTP 400" in told[0].data.decode()
     assert tries == 1, f"a permanent error was retried {tries} times within seconds"
     assert "next in 1 h" in alerts.stdout or "next in 59 min" in alerts.stdout, alerts.stdout
+
+
+def forged_lines(text: str, forged: str) -> list[str]:
+    """Lines of `text` that begin (after indentation) with the forged text: a line the
+    outside text made, not the watchdog."""
+    return [line for line in text.splitlines() if line.strip().startswith(forged)]
+
+
+REASONS = [
+    "x\nCRITICAL forged by a newline",
+    "x\rCRITICAL forged by a carriage return",
+    "x\x1b]8;;http://evil\x1b\\link\x1b]8;;\x1b\\ \u202edesrever\nCRITICAL forged with escapes",
+    "x\u2028CRITICAL forged by a line separator\x85next line",
+]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("reason", REASONS, ids=["lf", "cr", "osc8-bidi", "ls-nel"])
+def test_a_resolve_reason_with_line_breaks_or_escapes_forges_no_line_in_any_output(
+        site: Site, smtp: SmtpServer, reason: str) -> None:
+    with_logfile(site, smtp)
+    site.dropin("bad", script("echo 'CRITICAL - bad'\nexit 2"))
+    site.watchdogs("run", "--once")
+    resolved = site.watchdogs("resolve", "cron.hourly/bad", "--reason", reason)
+    assert resolved.returncode == 0, resolved.stdout + resolved.stderr
+    missing = site.watchdogs("resolve", "cron.hourly/\rbad\nCRITICAL forged", "--reason", reason)
+    assert missing.returncode != 0
+    acked = site.watchdogs("ack", "cron.hourly/\r*\nCRITICAL forged")
+    outputs = {"resolve": resolved.stdout + resolved.stderr,
+               "resolve (no match)": missing.stdout + missing.stderr,
+               "ack": acked.stdout + acked.stderr}
+    for argv in (["alerts"], ["alerts", "--history", "10"], ["status"], ["silences"]):
+        done = site.watchdogs(*argv)
+        outputs[" ".join(argv)] = done.stdout + done.stderr
+    outputs["logfile"] = (site.root / "alerts.log").read_text()
+    outputs["mail"] = "\n".join(mails(smtp)).replace("\r\n", "\n")  # SMTP's own line ends
+    for where, text in outputs.items():
+        assert forged_lines(text, "CRITICAL forged") == [], (where, text)
+        assert raw(text) == [], (where, text)
+        assert "\u2028" not in text and "\x85" not in text, where
+    # Shown, not lost: the reason reaches the answer, the history and the RESOLVED message.
+    shown = reason.split("CRITICAL forged")[0]
+    for where in ("resolve", "alerts --history 10", "logfile", "mail"):
+        assert "CRITICAL forged" in outputs[where], (where, outputs[where])
+    assert "x\\" in outputs["resolve"] and shown.startswith("x")

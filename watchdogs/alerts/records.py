@@ -7,6 +7,7 @@ from typing import Any
 
 from watchdogs.alerts.lifecycle import ItemState
 from watchdogs.result import Status
+from watchdogs.textsafe import from_os
 
 _FIELDS = ("item", "kind", "status", "summary", "since", "bad_streak", "status_streak", "fingerprint",
            "notified", "notified_fingerprint", "last_notified", "acked_at", "acked_by", "muted", "updated")
@@ -25,7 +26,14 @@ def _to_row(state: ItemState) -> tuple[object, ...]:
     values[_FIELDS.index("status")] = state.status.name
     values[_FIELDS.index("notified")] = state.notified.name
     values[_FIELDS.index("muted")] = int(state.muted)
-    return tuple(values)
+    return _storable(values)
+
+
+def _storable(values: Iterable[object]) -> tuple[object, ...]:
+    """The last line of defence behind the result seam (watchdogs.result.storable): sqlite
+    refuses a lone surrogate, and one such text must not lose the whole tick's states. An
+    author read from a command file, say, that still holds one is stored as `\\xNN`."""
+    return tuple(from_os(v) if isinstance(v, str) else v for v in values)
 
 
 def load_states(db: sqlite3.Connection, items: Iterable[str] | None = None) -> dict[str, ItemState]:
@@ -47,7 +55,7 @@ LogRow = tuple[float, str, str, str, str, str, "int | None"]
 def log_events(db: sqlite3.Connection, rows: Sequence[LogRow]) -> None:
     """(at, item, state, status, summary, channels, silenced_by) per event."""
     db.executemany("INSERT INTO alert_log (at, item, state, status, summary, channels, silenced_by)"
-                   " VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+                   " VALUES (?, ?, ?, ?, ?, ?, ?)", [_storable(row) for row in rows])
 
 
 def history(db: sqlite3.Connection, limit: int) -> list[dict[str, Any]]:
@@ -57,6 +65,7 @@ def history(db: sqlite3.Connection, limit: int) -> list[dict[str, Any]]:
 
 def acknowledge(db: sqlite3.Connection, items: Sequence[str], now: float, author: str) -> int:
     """Acknowledge the open alerts of `items`: no repeats until their status changes."""
+    author = from_os(author)
     changed = 0
     for item in items:
         changed += db.execute("UPDATE alert_state SET acked_at = ?, acked_by = ? WHERE item = ?"

@@ -127,7 +127,7 @@ def _line(alert: dict[str, Any]) -> str:
         state = f"not announced yet ({alert['bad_readings']} bad reading(s))"
     else:
         state = _state_words(alert)
-    extras = [f"acked by {alert['acked_by']}"] if alert["acked_by"] else []
+    extras = [f"acked by {one_line(alert['acked_by'], 200)}"] if alert["acked_by"] else []
     extras += [f"silenced (silence {alert['silenced_by']})"] if alert["silenced_by"] else []
     tail = "; ".join([state, *extras])
     return (f"  {alert['status']:<8} {one_line(alert['item'], 200)}  since {alert['since']} "
@@ -139,13 +139,14 @@ def _pending_line(p: dict[str, Any]) -> str:
     when_next = (f"being sent by pid {s['pid']} on {s['host']} since {s['since']}; retried after "
                  f"{s['retry_after']} (in {s['retry_in']}) if that process does not finish"
                  if s else f"{p['attempts']} attempt(s), next in {p['next_attempt_in']}")
-    line = f"  #{p['id']} {p['channel']}: {p['subject']} (queued {p['age']} ago, {when_next})"
-    return line + (f"\n      last error: {p['last_error']}" if p["last_error"] else "")
+    line = f"  #{p['id']} {p['channel']}: {one_line(p['subject'], 1000)} (queued {p['age']} ago, {when_next})"
+    return line + (f"\n      last error: {one_line(p['last_error'], 1000)}" if p["last_error"] else "")
 
 
 def _history_line(h: dict[str, Any]) -> str:
-    line = (f"  {h['at']} {h['state']:<8} {h['status']:<8} {h['item']}: {h['summary']} -> "
-            f"{h['channels'] or '(nowhere)'}")
+    # The summary of a RESOLVED event is the resolve reason a person typed: one line, shown.
+    line = (f"  {h['at']} {h['state']:<8} {h['status']:<8} {one_line(h['item'], 200)}: "
+            f"{one_line(h['summary'], 1000)} -> {one_line(h['channels'] or '(nowhere)', 200)}")
     return line + (f" [silenced by {h['silenced_by']}]" if h["silenced_by"] else "")
 
 

@@ -7,6 +7,8 @@ import collections
 import threading
 from typing import IO
 
+from watchdogs.textsafe import from_bytes
+
 DEFAULT_CAP = 1 << 20
 CHUNK = 1 << 16
 
@@ -67,4 +69,4 @@ class CappedStream:
 
     def text(self) -> str:
         """All that was kept, as text (head, marker, tail)."""
-        return (bytes(self.head) + self.rest()).decode(errors="replace")
+        return from_bytes(bytes(self.head) + self.rest())  # undecodable bytes shown as \xNN

@@ -17,6 +17,7 @@ from watchdogs.config.model import CronPeriods
 from watchdogs.dropins.crontab import parse_crontab
 from watchdogs.dropins.safety import Refusal, check_path, is_documentation, is_leftover, unsafe_reason
 from watchdogs.schedules import Schedule, every
+from watchdogs.textsafe import from_os
 
 PERIODS = ("hourly", "daily", "weekly")
 CRONTAB = "crontab"
@@ -114,6 +115,11 @@ def name_problem(name: str) -> str | None:
     stem = name.removesuffix(".slurm")
     if _RUN_PARTS_NAME.fullmatch(stem):
         return None
+    undecodable = from_os(stem)
+    if undecodable != stem:  # the OS's surrogateescape: bytes that are not UTF-8
+        return (f"name is not UTF-8 text ({undecodable}), so not run; like cron's run-parts, a "
+                "drop-in's name may hold only letters, digits, '_' and '-': rename it "
+                "(`ls -b` shows the bytes)")
     if not stem:
         return "name not run: nothing before '.slurm'"
     odd = sorted({c for c in stem if not _RUN_PARTS_NAME.fullmatch(c)})
@@ -146,7 +152,9 @@ def _scan_crontab(path: Path, cron_dir: Path, uid: int) -> tuple[list[DropIn], l
     if reason:
         return [], [Refusal(str(path), f"{reason}; none of its lines run")]
     try:
-        text = path.read_text(errors="replace")
+        # surrogateescape: a command path holding a byte that is not UTF-8 runs as it is
+        # written; what is shown of it goes through the seam (Refusal, ItemOutcome).
+        text = path.read_text(errors="surrogateescape")
     except OSError as exc:
         return [], [Refusal(str(path), f"cannot read: {exc.strerror}")]
     entries, refused = parse_crontab(text, cron_dir, label=str(path))

@@ -60,7 +60,7 @@ def _below(me: int) -> list[int]:
 def _cmdline(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return fh.read().replace(b"\0", b" ").decode(errors="replace").strip()[:200]
+            return fh.read().replace(b"\0", b" ").decode(errors="backslashreplace").strip()[:200]
     except OSError:
         return "?"
 

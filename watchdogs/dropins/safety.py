@@ -14,6 +14,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from watchdogs.result import storable
 from watchdogs.trust import distrust, unsafe_reason
 
 __all__ = ["Refusal", "check_path", "is_documentation", "is_executable", "is_leftover",
@@ -29,7 +30,12 @@ class Refusal:
     """A drop-in (or folder, or crontab line) that will not run, and why."""
 
     path: str
+    """Shown and keyed on (the refusal's alert id): a byte of the file name that is not
+    UTF-8 is `\\xNN` here, decoded once (textsafe.from_os)."""
     reason: str
+
+    def __post_init__(self) -> None:
+        storable(self, "path", "reason")
 
     def __str__(self) -> str:
         return f"{self.path}: {self.reason}"

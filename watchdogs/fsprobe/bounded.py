@@ -78,7 +78,7 @@ def run_bounded(argv: Sequence[str], timeout: float, what: str,
     """stdout of argv (an argument list, never a shell string), or FsNotResponding."""
     try:
         proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                stdin=subprocess.DEVNULL, text=True, env=env,
+                                stdin=subprocess.DEVNULL, text=True, errors="backslashreplace", env=env,
                                 start_new_session=True)
     except FileNotFoundError:
         raise FsError(f"{what}: {argv[0]}: command not found") from None

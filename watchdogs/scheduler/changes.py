@@ -23,6 +23,7 @@ from watchdogs.errors import WatchdogsError
 from watchdogs.scheduler.records import Records
 from watchdogs.state import snapshot
 from watchdogs.state.store import DB_NAME, StateStore, StateUnavailable, open_store, state_problem
+from watchdogs.textsafe import one_line
 
 if TYPE_CHECKING:
     from watchdogs.state import inbox
@@ -221,6 +222,10 @@ def describe(done: inbox.Outcome | None, how: str) -> tuple[str, int]:
     """Text and exit code: an error the writer found is an error here too."""
     if done is None:
         return how, 0
+    # The answer quotes what the sender wrote (a reason, an item pattern) and ids from the
+    # database: one line by construction, so a line break in them is shown, never obeyed
+    # (a reason "x\nCRITICAL ..." must not forge a line of the answer).
+    text = one_line(done.text)
     if not done.ok:
-        raise WatchdogsError(done.text)
-    return f"{done.text}\n({how})", 0
+        raise WatchdogsError(text)
+    return f"{text}\n({how})", 0

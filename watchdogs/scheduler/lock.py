@@ -25,7 +25,7 @@ def take_flock(path: Path, note: str) -> tuple[int | None, str | None]:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        holder = os.read(fd, 200).decode(errors="replace").strip() or "another process"
+        holder = os.read(fd, 200).decode(errors="backslashreplace").strip() or "another process"
         os.close(fd)
         return None, holder
     except OSError as exc:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from watchdogs.state.store import StateStore, state_problem
+from watchdogs.textsafe import from_os
 
 if TYPE_CHECKING:
     # What the scheduler writes and reads back (watchdogs.scheduler.runs): `status` reads
@@ -69,7 +70,7 @@ class Records:
     def end_instance(self, instance: int, now: float, reason: str) -> None:
         with self.store.transaction() as db:
             db.execute("UPDATE sched_instances SET ended = ?, heartbeat = ?, reason = ? WHERE id = ?",
-                       (now, now, reason, instance))
+                       (now, now, from_os(reason), instance))  # an error's text may quote a path
 
     def lives_before(self, instance: int, limit: int = 30) -> list[Life]:
         """Earlier chain instances, newest first."""
