@@ -84,6 +84,10 @@ def _environment(loader: jinja2.BaseLoader) -> jinja2.Environment:
     return env
 
 
+SUBJECT_LIMIT = 200
+"""Longer subjects are cut at a clause or a word, with "…" (wording.headline): never mid-word."""
+
+
 class Templates:
     """The template lookup for every channel: the user's folder first, then the package's."""
 
@@ -111,7 +115,8 @@ class Templates:
         context = {"batch": batch, "events": shown, "more": len(batch.events) - len(shown)}
         subject = " ".join(self.render("subject", channel_type, **context).split())
         return Message(
-            subject=subject[:200], text=self.render("txt", channel_type, **context).strip() + "\n",
+            subject=wording.headline(subject, SUBJECT_LIMIT),
+            text=self.render("txt", channel_type, **context).strip() + "\n",
             html=self.render("html", channel_type, **context) if html else None,
             severity=batch.severity, key=batch.key, extra=dict(extra or {}))
 

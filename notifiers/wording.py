@@ -52,7 +52,7 @@ def headline(text: str, limit: int = SUBJECT_MAX) -> str:
     text = " ".join(str(text).split())
     if len(text) <= limit:
         return text
-    window = text[:limit - 1]
+    window = text[:limit - 2]  # room for " …"
     for mark in ("; ", ". ", " ("):
         at = window.rfind(mark)
         if at >= limit // 2:
@@ -76,7 +76,7 @@ def log_path(details: Sequence[str]) -> str:
     return ""
 
 
-def next_step(event: Any, host: str) -> str:
+def next_step(event: Any, host: str, cli: str = "watchdogs") -> str:
     """What to do next, as a command or a path: the item's runbook when it has one, else
     the log that holds the story, else the Slurm command that shows the job."""
     if event.runbook:
@@ -97,4 +97,4 @@ def next_step(event: Any, host: str) -> str:
     path = shlex.quote(str(event.context.get("path") or ""))
     if event.context.get("source") == "statvfs" and path != "''":
         return f"df -h {path}; df -i {path}   (on {host})"
-    return f"watchdogs alerts   (on {host}; `watchdogs status` names each item's run-log folder)"
+    return f"{cli} alerts   (on {host}; `{cli} status` names each item's run-log folder)"

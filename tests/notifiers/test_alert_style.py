@@ -53,7 +53,10 @@ def test_every_template_keeps_the_style_rules_with_worst_case_inputs(channel: st
     assert "\n" not in message.subject
     if message.subject.endswith("…"):
         kept = message.subject.removesuffix("…").rstrip().split()[-1]
-        assert re.search(rf"(^|\s){re.escape(kept)}(\s|[;:,.(]|$)", e.summary), message.subject
+        # Cut at a word of the summary; only an item name longer than a subject by itself
+        # (one "word" of 200+ characters) is cut inside, as there is no word to cut at.
+        inside_item = e.item.startswith(kept.rstrip(":"))
+        assert inside_item or re.search(rf"(^|\s){re.escape(kept)}(\s|[;:,.(]|$)", e.summary), message.subject
     for text in texts:
         assert not re.search(r'(?<![\w-])[a-z_]+=(?:\s|$|"")', text), f"an empty key= in {text[:300]!r}"
         assert not re.search(r"\b\d{3,}(\.\d+)? ?(s|sec|seconds)\b", text), "raw seconds"

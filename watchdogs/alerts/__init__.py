@@ -34,11 +34,13 @@ def build_guarded_sink(config: Config, store: StateStore | None, *,
     """The scheduler's sink: every channel that works (the others disabled, returned with
     their reasons), durable while the state directory works (`store`; None when it could
     not be opened: `problem` says why), direct from memory while it does not."""
+    import os
     import socket
 
     from notifiers.render import Templates
     from watchdogs.alerts.channels import build_working_channels
     from watchdogs.alerts.direct import DirectSink
+    from watchdogs.alerts.events import cli_for
     from watchdogs.alerts.guarded import GuardedSink
     from watchdogs.alerts.sink import AlertSink
     from watchdogs.slurmctl.clustername import cluster_name
@@ -62,7 +64,8 @@ def build_guarded_sink(config: Config, store: StateStore | None, *,
                 raise
             problem = problem or (kind, str(exc))
     direct = DirectSink(config.alerts, channels, templates,
-                        stored.cluster if stored else cluster_name(config.alerts.cluster, host), host)
+                        stored.cluster if stored else cluster_name(config.alerts.cluster, host), host,
+                        cli=cli_for(str(config.path), os.environ.get("WATCHDOGS_CONFIG")))
     return GuardedSink(stored, direct, Path(config.scheduler.state_dir), reopen=reopen,
                        on_change=on_change, problem=problem), broken
 

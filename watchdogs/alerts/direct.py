@@ -62,12 +62,14 @@ class _Pending:
 
 class DirectSink:
     def __init__(self, settings: AlertSettings, channels: Mapping[str, Notifier], templates: Templates,
-                 cluster: str, host: str, states: Mapping[str, ItemState] | None = None) -> None:
+                 cluster: str, host: str, states: Mapping[str, ItemState] | None = None,
+                 cli: str = "watchdogs") -> None:
         self.settings = settings
         self.channels = dict(channels)
         self.templates = templates
         self.cluster = cluster
         self.host = host
+        self.cli = cli
         self.states: dict[str, ItemState] = dict(states or {})
         self.pending: list[_Pending] = []
         self.dropped: dict[str, int] = {}
@@ -90,7 +92,7 @@ class DirectSink:
         for name, events in groups.items():
             events.sort(key=lambda e: (-severity_rank(e.severity), e.item))
             key = f"wd-direct-{name}-{int(ts * 1000)}"
-            batch = Batch(name, tuple(events), now, self.cluster, self.host, key)
+            batch = Batch(name, tuple(events), now, self.cluster, self.host, key, cli=self.cli)
             self._queue(_Pending(name, self._render(name, batch)))
         self.flush(now)
 

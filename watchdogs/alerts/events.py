@@ -8,6 +8,8 @@ nothing at module level.
 """
 from __future__ import annotations
 
+import os
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -110,6 +112,9 @@ class Batch:
     cluster: str
     host: str
     key: str = ""
+    cli: str = "watchdogs"
+    """The command a reader types to act on it (`watchdogs --config PATH` unless the config
+    is the one a shell finds by itself): see `cli_for`."""
 
     def __post_init__(self) -> None:
         """The cluster's name comes from the config or $SLURM_CLUSTER_NAME and reaches the
@@ -156,3 +161,16 @@ class Batch:
             # notify-test: a test message is no problem, whatever severity it was sent as.
             parts.append("test message" if len(self.tests) == 1 else f"{len(self.tests)} test messages")
         return ", ".join(parts) or "nothing to report"
+
+
+def cli_for(config_path: str | None, env_config: str | None) -> str:
+    """The command to put in a message's footer: `watchdogs` alone finds only
+    $WATCHDOGS_CONFIG or ./watchdogs.toml, and the reader runs it from another folder, often
+    another host; so `--config` with the absolute path, unless $WATCHDOGS_CONFIG names that
+    same file (the reader's shell has it too, as the scheduler's did)."""
+    if not config_path:
+        return "watchdogs"
+    path = os.path.abspath(config_path)
+    if env_config and os.path.abspath(os.path.expanduser(env_config)) == path:
+        return "watchdogs"
+    return f"watchdogs --config {shlex.quote(path)}"

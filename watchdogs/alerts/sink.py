@@ -25,7 +25,7 @@ from notifiers.render import Templates, plain_message
 from watchdogs import humanize
 from watchdogs.alerts import health, outbox, records, schema, silences
 from watchdogs.alerts.channels import deliver
-from watchdogs.alerts.events import AlertEvent, Batch
+from watchdogs.alerts.events import AlertEvent, Batch, cli_for
 from watchdogs.alerts.tick import at_time, by_channel, evaluate
 from watchdogs.config.model import Config
 from watchdogs.result import Status
@@ -54,6 +54,7 @@ class AlertSink:
         self.host = host or socket.gethostname()
         self.cluster = cluster_name(config.alerts.cluster, self.host)
         self.owner = f"{self.host}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.cli = cli_for(str(config.path), os.environ.get("WATCHDOGS_CONFIG"))
 
     def __repr__(self) -> str:
         return f"<AlertSink channels={sorted(self.channels)}>"
@@ -78,7 +79,7 @@ class AlertSink:
     def _enqueue(self, db: sqlite3.Connection, channel: str, events: Sequence[AlertEvent],
                  now: datetime) -> None:
         batch = Batch(channel, tuple(events), now, self.cluster, self.host,
-                      message_key(channel, now, events))
+                      message_key(channel, now, events), cli=self.cli)
         outbox.enqueue(db, channel, self._render(channel, batch), now.timestamp())
 
     def _render(self, channel: str, batch: Batch) -> Message:
