@@ -60,6 +60,21 @@ class TickContext:
     def checks_of(self, cls: type) -> list[Check]:
         return [c for c in self.checks if isinstance(c, cls)]
 
+    def wanted_ids(self, method: str, parts: Sequence[object]) -> list[str]:
+        """The job ids every part of the tick asks for through its `method(ctx)` (a part
+        without it asks for none), in one list without repeats: one Slurm call answers them
+        all. A part that fails here reports its own problem when it runs."""
+        ids: list[str] = []
+        for part in parts:
+            wanted = getattr(part, method, None)
+            if wanted is None:
+                continue
+            try:
+                ids.extend(i for i in wanted(self) if i not in ids)
+            except Exception:  # noqa: BLE001 - that part reports its own problem when it runs
+                continue
+        return ids
+
     def slurm_env(self) -> dict[str, str] | None:
         """The tick's environment over ours (SLURM_CONF and friends), or None to inherit."""
         return merged_env(self.env)

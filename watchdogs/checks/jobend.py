@@ -53,16 +53,7 @@ class AcctAnswer:
 
 def needed_ids(ctx: TickContext) -> list[str]:
     """Every job ID the tick's checks want explained, in one list."""
-    ids: list[str] = []
-    for check in (*ctx.checks, *ctx.watchers):
-        wanted = getattr(check, "ended_job_ids", None)
-        if wanted is None:
-            continue
-        try:
-            ids.extend(i for i in wanted(ctx) if i not in ids)
-        except Exception:  # noqa: BLE001 - that check reports its own problem when it runs
-            continue
-    return ids
+    return ctx.wanted_ids("ended_job_ids", (*ctx.checks, *ctx.watchers))
 
 
 @dataclass(frozen=True)

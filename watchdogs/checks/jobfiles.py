@@ -239,16 +239,7 @@ def tick_outputs(ctx: TickContext) -> tuple[frozenset[str], Mapping[str, JobOutp
         from watchdogs.slurmctl.jobinfo import MAX_OUTPUT_IDS, run_outputs
         from watchdogs.slurmctl.snapshot import SLURM_TIMEOUT_S
 
-        ids: list[str] = []
-        for check in ctx.checks:
-            wanted = getattr(check, "new_output_ids", None)
-            if wanted is None:
-                continue
-            try:
-                ids.extend(i for i in wanted(ctx) if i not in ids)
-            except Exception:  # noqa: BLE001 - that check reports its own problem when it runs
-                continue
-        ids = ids[:MAX_OUTPUT_IDS]
+        ids = ctx.wanted_ids("new_output_ids", ctx.checks)[:MAX_OUTPUT_IDS]
         if not ids:
             return frozenset(), {}
         found = guarded(ctx.store, "squeue", ctx.now.timestamp(),
