@@ -125,16 +125,21 @@ def read_trusted(path: Path, uid: int | None = None, group_ok: bool = False,
         reason = unsafe_reason(st, uid, group_ok)
         if reason:
             raise UntrustedFile(str(Distrust(str(path), reason, _fix(path, st, uid))))
-        chunks, left = [], limit
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 16))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
+        return read_up_to(fd, limit)
     finally:
         os.close(fd)
+
+
+def read_up_to(fd: int, limit: int) -> bytes:
+    """At most `limit` bytes from an open file (fewer at its end)."""
+    chunks, left = [], limit
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 16))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
 
 
 _KINDS = ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"),
@@ -183,14 +188,7 @@ def open_entry(folder_fd: int, name: str, uid: int | None = None, limit: int = 1
             return Refused(kind_of(st.st_mode), st.st_uid, f"owned by {owner_name(st.st_uid)}, not by you")
         if st.st_size > limit:
             return Refused(kind_of(st.st_mode), st.st_uid, f"{st.st_size} bytes, more than {limit}")
-        chunks, left = [], limit + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 16))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        data = b"".join(chunks)
+        data = read_up_to(fd, limit + 1)  # one more: a file that grew past the limit is refused
         if len(data) > limit:
             return Refused(kind_of(st.st_mode), st.st_uid, f"more than {limit} bytes")
         return data
