@@ -267,6 +267,8 @@ def prepare_host_python(root: Path) -> list[str]:
     for src in host_python():
         dst = in_root(root, str(Path(src).parent)) / Path(src).name
         if dst.exists() or dst.is_symlink():
+            if _empty(dst):  # a mount point of ours whose listing was lost: a root has no empty Python
+                mine.add(src)
             continue  # the root's own (or made by an earlier `up`: listed already)
         if Path(src).is_dir():
             dst.mkdir(mode=0o755)
@@ -278,6 +280,14 @@ def prepare_host_python(root: Path) -> list[str]:
     tmp.write_text(json.dumps(sorted(mine)))
     tmp.replace(marker)  # atomic: two clusters coming up on one root at once
     return sorted(mine)
+
+
+def _empty(path: Path) -> bool:
+    if path.is_symlink():
+        return False
+    if path.is_dir():
+        return not any(path.iterdir())
+    return path.is_file() and path.stat().st_size == 0
 
 
 def host_binds(root: Path) -> list[str]:
