@@ -43,7 +43,8 @@ def test_pending_is_looked_at_again_until_the_wait_ends_then_said_with_the_reaso
     verdict = fb.judge("42", look, out_of_time=True)
     assert verdict is not None and verdict.exit_code == fb.PENDING == 1 and verdict.verdict == "pending"
     assert verdict.lines[0] == "job 42 is still pending (Resources)"
-    assert verdict.lines[1].startswith("what helps: the cluster is busy") and "SBATCH_PARTITION" in verdict.lines[1]
+    helps = verdict.lines[1]
+    assert helps.startswith("what helps: the cluster is busy") and "SBATCH_PARTITION" in helps
 
 
 def test_running_but_not_ticked_when_the_wait_ends_is_not_called_lived() -> None:
@@ -55,7 +56,8 @@ def test_slurm_not_answering_to_the_end_is_unknown_not_failed() -> None:
     look = fb.Look(None, None, "squeue did not answer within 15s")
     assert fb.judge("42", look, out_of_time=False) is None
     verdict = fb.judge("42", look, out_of_time=True)
-    assert verdict is not None and verdict.exit_code == fb.UNKNOWN == 3 and "squeue did not answer" in verdict.lines[0]
+    assert verdict is not None and verdict.exit_code == fb.UNKNOWN == 3
+    assert "squeue did not answer" in verdict.lines[0]
 
 
 @pytest.mark.parametrize(("reason", "words"), [
@@ -77,9 +79,9 @@ def test_a_job_dead_of_a_missing_python_names_the_path_and_the_shared_venv_fix(t
     assert verdict.lines[0] == ("job 42 failed at start: it ended before its first tick "
                                 "(state FAILED, exit code 127:0)")
     assert verdict.lines[1].endswith(f"last line: {LINE_127}")
-    assert verdict.lines[2] == ("fix: the compute node has no /home/u/sw/.venv/bin/python: install the venv on "
-                                "a path the compute nodes share (or load the module that provides its Python), "
-                                "then `watchdogs start` again")
+    assert verdict.lines[2] == ("fix: the compute node has no /home/u/sw/.venv/bin/python: install the venv "
+                                "on a path the compute nodes share (or load the module that provides its "
+                                "Python), then `watchdogs start` again")
 
 
 @pytest.mark.parametrize(("line", "code", "words"), [
@@ -169,7 +171,7 @@ def test_watch_gives_up_at_the_end_of_the_budget_with_the_reason(tmp_path: Path)
     assert verdict.verdict == "pending" and clock.now == 5.0
 
 
-def test_a_job_gone_from_the_queue_without_a_tick_is_failed_once_the_state_is_read_again(tmp_path: Path) -> None:
+def test_a_job_gone_from_the_queue_without_a_tick_is_failed_after_one_more_look(tmp_path: Path) -> None:
     clock = Clock()
     looker = Recorded(tmp_path, [fb.Look(running(), None), fb.Look(None, None)])
     verdict = fb.watch("42", looker, 30.0, "/home/u/sw/.venv/bin/python", clock, clock.sleep)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import sh, wait_for
+from tests.helpers import job_state, sh, wait_for
 from tests.scheduler.conftest import Site
 from tests.scheduler.test_chain import live_jobs
 from tests.selfwatch.test_chain_commands import chain_site
@@ -66,8 +66,7 @@ def test_a_start_on_a_full_cluster_says_still_pending_with_slurms_reason(chain_s
                 f"--job-name={site.job_name}-filler", f"--output={site.root}/filler-%j.out",
                 "--wrap", "sleep 120").strip()
     try:
-        wait_for(lambda: "RUNNING" in sh("squeue", "--noheader", "--jobs", filler, "--format=%T", check=False),
-                 timeout=30, what="the job that fills the partition")
+        wait_for(lambda: job_state(filler) == "RUNNING", timeout=30, what="the job that fills the partition")
         started = start(site, "--wait", "3")
         assert started.returncode == 1, started.stdout + started.stderr
         assert re.search(r"job \d+ is still pending \((Resources|Priority)\)", started.stdout), started.stdout
