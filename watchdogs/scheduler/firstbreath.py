@@ -128,8 +128,9 @@ def judge(job_id: str, look: Look, out_of_time: bool) -> FirstBreath | None:
         return FirstBreath("pending", (f"job {job_id} is still pending ({reason}){begins}",
                                        f"what helps: {pending_fix(job_id, reason)}",
                                        "`watchdogs status` shows when it runs"), PENDING)
-    return FirstBreath("starting", (f"job {job_id} is {job.state} but its instance has not ticked yet; "
-                                    "`watchdogs status` shows when it does, and its log says why not",),
+    return FirstBreath("starting", (f"job {job_id} is {job.state} but no tick of its instance is seen here "
+                                    "yet: its log says why; if it runs, its state folder is not the one this "
+                                    "host sees (state_dir must be on a filesystem the compute nodes share)",),
                        PENDING)
 
 
@@ -165,7 +166,7 @@ def diagnose(last_line: str, exit_code: str | None, python: str | None, log: Pat
     if denied:
         return (f"the job may not run {denied.group(1).rstrip(':')}: its folders must be readable and "
                 "searchable by you on the compute nodes")
-    if "no config" in last_line or "config error" in last_line or "problem" in last_line:
+    if "error: no config" in last_line or "config error" in last_line:
         return "`watchdogs validate` names what is wrong in the config; fix it, then `watchdogs start` again"
     if "stop file" in last_line:
         return "the stop file appeared while it started: `watchdogs start` removes it"
