@@ -269,11 +269,14 @@ def prepare_host_python(root: Path) -> list[str]:
         if dst.exists() or dst.is_symlink():
             if _empty(dst):  # a mount point of ours whose listing was lost: a root has no empty Python
                 mine.add(src)
+                # No mode: unbound (a daemon started before `up` made it), an empty executable
+                # file would "run" and exit 0; a mode-0 one fails with "Permission denied".
+                dst.chmod(0)
             continue  # the root's own (or made by an earlier `up`: listed already)
         if Path(src).is_dir():
-            dst.mkdir(mode=0o755)
+            dst.mkdir(mode=0)
         else:
-            dst.touch(mode=0o755)
+            dst.touch(mode=0)
         mine.add(src)
     mine = {p for p in mine if Path(p).exists()}
     tmp = marker.with_name(f"{HOST_BINDS}.{os.getpid()}")
