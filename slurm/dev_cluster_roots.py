@@ -5,7 +5,8 @@ release (built once with debootstrap, cached), daemons chrooted into it, and cli
   roots/<suite>-<release>) and reused: a second `up` costs nothing here.
 - Each daemon runs chrooted into the root, in a mount namespace of its own, where the host's
   /proc, /sys, /dev, munged's socket, users (/etc/passwd, /etc/group), /etc/hosts and the
-  folders jobs need (/tmp, /home, /root, the checkout, the Python of its venv) are bound in.
+  folders jobs need (/tmp, /home, /root, the checkout, the Python of its venv) are bound in,
+  and the host's own Python read-only (a user's venv made with /usr/bin/python3 needs it).
   The binds live only in that namespace: they vanish with the daemon, so nothing is left
   mounted on the host and no `rm -rf` of a cluster or cache folder can reach through a bind
   into /tmp or /home.
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -49,6 +51,17 @@ HOST_DIRS = ("/tmp", "/var/tmp", "/home", "/root", "/work", "/srv", "/opt")
 # and PAM's account check inside the root fails for a user its own shadow file does not list.
 HOST_FILES = ("/etc/passwd", "/etc/group", "/etc/shadow", "/etc/gshadow", "/etc/hosts")
 SYSTEM_DIRS = ("/proc", "/sys", "/dev", "/run/munge")
+# The host's own Python, for a user's venv made with it (`python3 -m venv` in a login shell:
+# pyvenv.cfg says home = /usr/bin, bin/python3 -> /usr/bin/python3). The roots have no Python
+# at all, so such a job failed with "/home/u/sw/.venv/bin/python: No such file or directory".
+# Its interpreters and standard library are bound read-only at the same paths (the
+# interpreter links only libc, libm, libz and libexpat, which the roots have, and
+# lib-dynload's modules need the libraries PACKAGES lists for the pyenv Python).
+HOST_PYTHON_BINARIES = re.compile(r"python3(\.\d+)?")
+HOST_PYTHON_LIBS = re.compile(r"python3\.\d+")
+# The mount points made in a root for those binds: a path listed here is ours, any other
+# path the root has is its own and is never bound over.
+HOST_BINDS = ".host-binds.json"
 
 
 class RootError(Exception):
@@ -232,6 +245,61 @@ def exec_in_root(spec_json: str) -> None:
     os.execvp(spec["argv"][0], spec["argv"])
 
 
+def host_python() -> list[str]:
+    """The host's /usr/bin/python3* interpreters (through their links) and their standard
+    libraries (/usr/lib/python3.N holding os.py, the landmark a venv's home leads to)."""
+    found = [str(p) for p in sorted(Path("/usr/bin").glob("python3*"))
+             if HOST_PYTHON_BINARIES.fullmatch(p.name) and p.is_file() and os.access(p, os.X_OK)]
+    found += [str(p) for p in sorted(Path("/usr/lib").glob("python3.*"))
+              if HOST_PYTHON_LIBS.fullmatch(p.name) and (p / "os.py").is_file()]
+    return found
+
+
+def prepare_host_python(root: Path) -> list[str]:
+    """Makes the mount points of the host's Python in the root, once and idempotently (run
+    by `up` before any daemon starts), never where the root has a path of its own; returns
+    the host paths to bind (HOST_BINDS lists them)."""
+    marker = root / HOST_BINDS
+    try:
+        mine = set(json.loads(marker.read_text()))
+    except (OSError, ValueError):
+        mine = set()
+    for src in host_python():
+        dst = in_root(root, str(Path(src).parent)) / Path(src).name
+        if dst.exists() or dst.is_symlink():
+            if _empty(dst):  # a mount point of ours whose listing was lost: a root has no empty Python
+                mine.add(src)
+                # No mode: unbound (a daemon started before `up` made it), an empty executable
+                # file would "run" and exit 0; a mode-0 one fails with "Permission denied".
+                dst.chmod(0)
+            continue  # the root's own (or made by an earlier `up`: listed already)
+        if Path(src).is_dir():
+            dst.mkdir(mode=0)
+        else:
+            dst.touch(mode=0)
+        mine.add(src)
+    mine = {p for p in mine if Path(p).exists()}
+    tmp = marker.with_name(f"{HOST_BINDS}.{os.getpid()}")
+    tmp.write_text(json.dumps(sorted(mine)))
+    tmp.replace(marker)  # atomic: two clusters coming up on one root at once
+    return sorted(mine)
+
+
+def _empty(path: Path) -> bool:
+    if path.is_symlink():
+        return False
+    if path.is_dir():
+        return not any(path.iterdir())
+    return path.is_file() and path.stat().st_size == 0
+
+
+def host_binds(root: Path) -> list[str]:
+    try:
+        return [p for p in json.loads((root / HOST_BINDS).read_text()) if Path(p).exists()]
+    except (OSError, ValueError):
+        return []
+
+
 def bind_host(root: Path, dirs: list[str]) -> None:
     for src in [*SYSTEM_DIRS, *dirs]:
         if not Path(src).exists():
@@ -246,6 +314,10 @@ def bind_host(root: Path, dirs: list[str]) -> None:
         if not dst.exists():
             dst.touch()
         subprocess.run(["mount", "--bind", src, str(dst)], check=True)
+    for src in host_binds(root):
+        # Read-only: a job must not change the host's Python through the root.
+        dst = in_root(root, str(Path(src).parent)) / Path(src).name
+        subprocess.run(["mount", "--bind", "-o", "ro", src, str(dst)], check=True)
 
 
 if __name__ == "__main__":

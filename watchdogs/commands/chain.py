@@ -3,13 +3,15 @@
 `stop` writes the stop file first (any instance that starts later exits at once without a
 successor, and the running one stops at its next tick), then cancels the running
 instance and its queued successor. `start` removes the stop file and submits the job
-unless one is already queued or running.
+unless one is already queued or running, then waits (bounded) until that job's instance has
+ticked once and says so, or why not (watchdogs.scheduler.firstbreath).
 """
 from __future__ import annotations
 
 import argparse
 import os
 import sqlite3
+import sys
 import time
 from pathlib import Path
 
@@ -17,7 +19,7 @@ from watchdogs.commands.base import CommandResult, config_from_args
 from watchdogs.config import find_config_path
 from watchdogs.errors import WatchdogsError
 from watchdogs.ownfiles import make_dirs, write_atomic
-from watchdogs.scheduler import chain, homes, startup
+from watchdogs.scheduler import chain, firstbreath, homes, startup
 from watchdogs.scheduler.changes import reader
 from watchdogs.scheduler.records import Records
 from watchdogs.state.snapshot import VIEW_NAME
@@ -34,6 +36,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                    "default), scrontab (Slurm's cron, where the site enables it), cron (this "
                                    "login node's crontab), timer (a systemd user timer); `doctor` says which "
                                    "work here. Starting one home stops the others")
+    start_parser.add_argument("--wait", type=float, default=firstbreath.DEFAULT_WAIT_S, metavar="SECONDS",
+                              help="how long to wait for the first instance's first tick (default "
+                                   f"{firstbreath.DEFAULT_WAIT_S:g}); exit 0 once it ticked, 1 if still "
+                                   "pending, 2 if it failed at start, 3 if Slurm could not be asked")
+    start_parser.add_argument("--no-wait", action="store_true",
+                              help="submit and return at once, without confirming the first tick")
     start_parser.set_defaults(handler=start)
     stop_parser = sub.add_parser("stop", help="end the scheduler job: stop file, then cancel the running "
                                               "instance and its queued successor")
@@ -71,7 +79,19 @@ def start(args: argparse.Namespace) -> CommandResult:
         lines.append(f"other homes that work here, billed per run instead of around the clock: "
                      f"{', '.join(others)} (`watchdogs start --home {others[0]}`; `watchdogs doctor` "
                      "says what this job costs)")
-    return CommandResult("\n".join(lines), {"submitted": job, "jobs": [job]})
+    if args.no_wait or args.wait <= 0:
+        return CommandResult("\n".join(lines), {"submitted": job, "jobs": [job]})
+    breath = _first_breath(settings, job, args.wait)
+    return CommandResult("\n".join([*lines, *breath.lines]), {"submitted": job, "jobs": [job],
+                                                             "first_breath": breath.verdict},
+                         exit_code=breath.exit_code)
+
+
+def _first_breath(settings: chain.ChainSettings, job: str, wait: float) -> firstbreath.FirstBreath:
+    print(f"waiting up to {wait:g}s for job {job}'s first tick (--no-wait skips this)...", file=sys.stderr,
+          flush=True)
+    return firstbreath.watch(job, firstbreath.Looker(settings), wait,
+                             os.environ.get(chain.PYTHON_ENV, sys.executable))
 
 
 def _removed(kind: str) -> bool:

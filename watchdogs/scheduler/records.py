@@ -86,6 +86,13 @@ class Records:
             "SELECT * FROM sched_instances WHERE mode != 'once' ORDER BY id DESC LIMIT 1").fetchone()
         return dict(row) if row else None
 
+    def instance_of_job(self, job_id: str) -> dict[str, Any] | None:
+        """The newest instance that Slurm job `job_id` recorded (None: it has not started,
+        or has not published its first tick yet). `watchdogs start` waits for it."""
+        row = self.store.connection().execute(
+            "SELECT * FROM sched_instances WHERE job_id = ? ORDER BY id DESC LIMIT 1", (job_id,)).fetchone()
+        return dict(row) if row else None
+
     # -- items -----------------------------------------------------------------------
     def anchors(self) -> dict[str, float | None]:
         rows = self.store.connection().execute("SELECT item, anchor FROM sched_items").fetchall()
