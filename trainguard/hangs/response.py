@@ -255,8 +255,12 @@ class HangResponse:
 def _what_next(stop: bool, code: int, grace: float) -> str:
     if not stop:
         return "policy: report only, training continues to wait"
-    why = "requeue" if code == 140 else "no requeue"
-    return f"exiting {code} ({why}) in {grace:g} s"
+    if code == 140:
+        # The batch script, not trainguard, picks the recovery: a template with a spare node
+        # restarts in place, others requeue. Promising one of them misled (issue 36).
+        return (f"exiting {code} in {grace:g} s: the batch script decides "
+                "(restart in place if a spare is left, else requeue)")
+    return f"exiting {code} (no requeue) in {grace:g} s"
 
 
 def _end_job_step(frozen: list[int]) -> None:
