@@ -29,7 +29,8 @@ def _page_from_runs(site: Site, tmp_path: Path) -> Path:
     out = tmp_path / "report.html"
     done = site.watchdogs("report", "--out", str(out))
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith(f"wrote {out} (needs attention): 1 not OK: cron.hourly/gpu-check CRITICAL")
+    assert done.stdout.startswith(f"wrote {out} (needs attention): "), done.stdout
+    assert "1 not OK: cron.hourly/gpu-check CRITICAL" in done.stdout
     return out
 
 
