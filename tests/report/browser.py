@@ -91,8 +91,8 @@ class DevTools:
             os.dup2(to_browser, 3)
             os.dup2(from_browser, 4)
 
-        self._proc = subprocess.Popen([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--remote-debugging-pipe",
-                                       "about:blank"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        argv = [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--remote-debugging-pipe", "about:blank"]
+        self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.DEVNULL, preexec_fn=fds,
                                       # 3 and 4 kept too: the fds are closed after preexec_fn runs
                                       pass_fds=(3, 4, to_browser, from_browser))

@@ -3,8 +3,9 @@ rendered by `watchdogs.report.html` and opened in Debian's headless Chromium wit
 emulation (DevTools protocol) as a phone (390x844, pixel ratio 3, the page's viewport meta
 honoured) and as a desktop (1280). Measured in the page's own DOM: the page is no wider than
 the screen (only a table's or a chart's box scrolls), no table cell is narrower than its
-longest word (a line breaks only at a space, a hyphen or a slash), and no two texts of a chart overlap or leave it. Screenshots of the top, the
-"This week" table and the charts go into the test's folder, to be looked at."""
+longest word (a line breaks only at a space, a hyphen or a slash), and no two texts of a
+chart overlap or leave it. Screenshots of the top, the "This week" table and the charts go
+into the test's folder, to be looked at."""
 from __future__ import annotations
 
 import json
@@ -49,16 +50,19 @@ LONG = ("my-training (job 18) failed on node17 after 3 h 12 min: exit 1; ended T
 def _training() -> ItemView:
     samples = tuple(Sample(T0 + i * 1800, i * 40, 12.5 + (i % 7) * 0.3, "samples", 3.2 - i * 0.008,
                            (i * 40 // 500) * 500 or None, i // 100, "running") for i in range(7 * 48))
-    events = (Event("train", T0 + 1 * DAY, "requeued", "17", "waiting again (BeginTime); its run ended NODE_FAIL"),
+    events = (Event("train", T0 + 1 * DAY, "requeued", "17",
+                    "waiting again (BeginTime); its run ended NODE_FAIL"),
               Event("train", T0 + 1 * DAY + 60, "running", "17", ""),
               Event("train", T0 + 3 * DAY, "preempted", "17", "preempted (job 17)"),
               Event("train", T0 + 3 * DAY + 90, "running", "17", ""),
-              Event("train", T0 + 3 * DAY + 400, "hung", "17", "no step for 15 min at step 5280 (rank 3 on node4)"),
+              Event("train", T0 + 3 * DAY + 400, "hung", "17",
+                    "no step for 15 min at step 5280 (rank 3 on node4)"),
               Event("train", NOW - 2 * HOUR, "ended", "18", LONG))
     runs = tuple(Run(T0 + i * 1800, T0 + i * 1800 + 2, "CRITICAL" if i > 330 else "OK",
                      LONG if i > 330 else "my-training (job 17) running on node17 for 2 d 3 h", "17")
                  for i in range(7 * 48))
-    return ItemView("train", "job", runs, runs[::40], TrainingStory("train", events, samples), "CRITICAL", LONG)
+    story = TrainingStory("train", events, samples)
+    return ItemView("train", "job", runs, runs[::40], story, "CRITICAL", LONG)
 
 
 def _disk() -> DiskView:
@@ -88,16 +92,19 @@ def _report() -> Report:
                            "email:oncall-team@example.org, slack:#ml-infra-alerts", 3 if i == 4 else None,
                            5400.0 if i % 3 == 0 else None) for i in range(20))
     drop = ItemView("cron.daily/gpu-burn-in-check", "drop-in",
-                    tuple(Run(T0 + i * DAY, T0 + i * DAY + 30, "OK", "all 8 GPUs pass", None) for i in range(7)),
+                    tuple(Run(T0 + i * DAY, T0 + i * DAY + 30, "OK", "all 8 GPUs pass", None)
+                          for i in range(7)),
                     (), None, "OK", "all 8 GPUs pass")
     return Report(
-        now=NOW, fine=False, headline="Needs attention: train CRITICAL (my-training (job 18) failed on node17)",
+        now=NOW, fine=False,
+        headline="Needs attention: train CRITICAL (my-training (job 18) failed on node17)",
         trainings=(_training(),), others=(drop,), disks=(_disk(),), nodes=(_nodes(),),
         open_alerts=(OpenAlert("train", "CRITICAL", LONG, NOW - 2 * HOUR, NOW - HOUR, "alice", False),),
         alert_log=log,
         silences=(Silence(3, "cron.daily/*", NOW - DAY, NOW + DAY, "GPU burn-in during the maintenance "
                           "window of the whole rack B (ticket INFRA-20931)", "bob", NOW - DAY),),
-        instances=(Instance(4, "123456", "login-node-02.cluster.example.org", "chain", T0, NOW - 60, None, None),),
+        instances=(Instance(4, "123456", "login-node-02.cluster.example.org", "chain", T0, NOW - 60,
+                            None, None),),
         heartbeat_age=60.0, stale=False,
         channels=(Channel("email", None, None, NOW - HOUR),
                   Channel("slack", NOW - 3 * HOUR, "HTTP 503 from https://hooks.slack.com/services/T000/B000 "
@@ -165,7 +172,8 @@ def test_page_fits_the_screen_with_whole_words_in_cells_and_no_overlapping_chart
         week = _where(chromium, "table.alert-log")
         chromium.screenshot(tmp_path / f"{name}-this-week.png", week["x"], week["y"] - 30,
                             min(width, week["width"]), min(700, week["height"] + 30))
-        for chart in ("svg.chart[aria-label='scratch: inodes used']", "svg.chart[aria-label^='train: one bar']"):
+        for chart in ("svg.chart[aria-label='scratch: inodes used']",
+                      "svg.chart[aria-label^='train: one bar']"):
             box = _where(chromium, chart)
             chromium.screenshot(tmp_path / f"{name}-{chart.split('=')[1][1:6]}.png", box["x"], box["y"],
                                 box["width"], box["height"])

@@ -179,7 +179,8 @@ def line_chart(series: Sequence[Series], *, title: str, y_label: str, fmt: Calla
         parts.append(f'<line class="grid" x1="{left}" x2="{WIDTH - RIGHT}" y1="{y(v):.1f}" y2="{y(v):.1f}"/>'
                      f'<text class="ylab" x="{left - GAP}" y="{y(v) + 4:.1f}">{escape(label)}</text>')
     parts += _time_axis(t0, t1, x, left=left)
-    parts.append(f'<text class="axis" transform="translate({AXIS_X:.0f} {TOP + (HEIGHT - TOP - BOTTOM) / 2:.0f}) '
+    middle = TOP + (HEIGHT - TOP - BOTTOM) / 2
+    parts.append(f'<text class="axis" transform="translate({AXIS_X:.0f} {middle:.0f}) '
                  f'rotate(-90)">{escape(y_label)}</text>')
     taken: list[Box] = []
     for lv in levels:
