@@ -169,9 +169,10 @@ def test_page_fits_the_screen_with_whole_words_in_cells_and_no_overlapping_chart
         chromium.open(page, width, height, scale, mobile)
         found: dict[str, Any] = chromium.evaluate(MEASURE)
         chromium.screenshot(tmp_path / f"{name}-top.png", 0, 0, width, height)
-        week = _where(chromium, "table.alert-log")
-        chromium.screenshot(tmp_path / f"{name}-this-week.png", week["x"], week["y"] - 30,
-                            min(width, week["width"]), min(700, week["height"] + 30))
+        for table, shot in (("table.alert-log", "this-week"), ("table.events", "story-events")):
+            box = _where(chromium, table)
+            chromium.screenshot(tmp_path / f"{name}-{shot}.png", 0, box["y"] - 30, width,
+                                min(700, box["height"] + 30))
         for chart in ("svg.chart[aria-label='scratch: inodes used']",
                       "svg.chart[aria-label^='train: one bar']"):
             box = _where(chromium, chart)

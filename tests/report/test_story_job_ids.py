@@ -50,7 +50,7 @@ def test_the_ended_row_shows_the_resubmitted_run_its_text_explains_not_the_last_
     done = site.watchdogs("report", "--out", str(page))
     assert done.returncode == 0, done.stderr
 
-    rows = re.findall(r'<tr><td>[^<]+</td><td><span class="status"[^>]*>(\w+)</span></td>'
+    rows = re.findall(r'<tr><td class="when">[^<]+</td><td><span class="status"[^>]*>(\w+)</span></td>'
                       r'<td data-label="Job">([\w-]+)</td>'
                       r'<td class="summary">([^<]*)</td></tr>', page.read_text())
     ended = [(job, text) for kind, job, text in rows if kind == "ended"]
