@@ -57,7 +57,8 @@ def test_a_job_preempted_and_requeued_is_preempted_on_the_page_and_in_the_notice
     assert done.returncode == 0, done.stderr
 
     dom = page.read_text()
-    rows = re.findall(r'<tr><td>[^<]+</td><td><span class="status"[^>]*>(\w+)</span></td><td>(\d+)</td>'
+    rows = re.findall(r'<tr><td class="when">[^<]+</td><td><span class="status"[^>]*>(\w+)</span></td>'
+                      r'<td data-label="Job">(\d+)</td>'
                       r'<td class="summary">([^<]*)</td></tr>', dom)
     assert ("preempted", low, f"preempted (job {low})") in rows, rows
     assert not [r for r in rows if r[0] == "requeued"], rows

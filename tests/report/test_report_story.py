@@ -127,7 +127,8 @@ def test_two_requeues_a_filling_tmpfs_and_a_drain_are_on_the_page_chromium_rende
     loaded = browser.load(page, tmp_path / "chromium")
     assert loaded.console == [] and loaded.requests == []
     dom = loaded.dom
-    rows = re.findall(r'<tr><td>[^<]+</td><td><span class="status"[^>]*>(\w+)</span></td><td>(\d+)</td>'
+    rows = re.findall(r'<tr><td class="when">[^<]+</td><td><span class="status"[^>]*>(\w+)</span></td>'
+                      r'<td data-label="Job">(\d+)</td>'
                       r'<td class="summary">([^<]*)</td></tr>', dom)
     assert [(kind, job_id) for kind, job_id, _ in rows if kind == "requeued"] == [("requeued", job)] * 2
     assert "(2 requeues this week)" in dom

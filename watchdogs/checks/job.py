@@ -198,7 +198,9 @@ class JobCheck(Check):
         result = (self._gone(ctx, rows) if verdict.kind == GONE else
                   CheckResult(verdict.status, verdict.summary, verdict.details, verdict.metrics,
                               verdict.context, verdict.fingerprint))
-        look = _look(verdict, last, result.summary)
+        # A gone look carries the run its summary explains (jobgone's `job`: the newest run in
+        # accounting), not the last one seen alive: the page shows the two side by side.
+        look = _look(verdict, result.context.get("job") or last, result.summary)
         result = dataclasses.replace(result, look=dataclasses.replace(
             look, requeue_cause=causes.get(look.job_id or "", "")))
         if not said:

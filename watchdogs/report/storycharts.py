@@ -26,8 +26,9 @@ def _number(value: float) -> str:
     return f"{value:.3g}"
 
 
-def _clock(t: float) -> str:
-    return time.strftime("%H:%M", time.localtime(t))
+def _clock(t: float, span: float) -> str:
+    """"14:05", or "Tue 14:05" on a chart longer than a day (a week shows several 14:05s)."""
+    return time.strftime("%a %H:%M" if span > 86400 else "%H:%M", time.localtime(t))
 
 
 def training_charts(story: TrainingStory, now: float) -> list[str]:
@@ -36,7 +37,7 @@ def training_charts(story: TrainingStory, now: float) -> list[str]:
         return []
     t0 = min([samples[0].t, *(e.t for e in story.events if e.kind in EVENT_COLOURS)])
     t1 = max(now, samples[-1].t)
-    marks = [svg.Mark(f"{e.kind} {_clock(e.t)}", e.t, EVENT_COLOURS[e.kind])
+    marks = [svg.Mark(f"{e.kind} {_clock(e.t, t1 - t0)}", e.t, EVENT_COLOURS[e.kind])
              for e in story.events if e.kind in EVENT_COLOURS and e.t >= t0]
     checkpoints = story.checkpoints
     series = [svg.Series("step", tuple((s.t, float(s.step)) for s in samples))]

@@ -14,7 +14,23 @@ from dataclasses import dataclass
 from html import escape
 
 WIDTH, HEIGHT = 720, 200
-LEFT, RIGHT, TOP, BOTTOM = 78, 16, 14, 40
+LEFT, RIGHT, TOP = 78, 16, 14
+"""LEFT: the least room left of the plot; a chart whose value labels are wider takes more
+(`_left`), so that they never meet the rotated axis label."""
+FONT = 11.0
+"""The charts' font size (page.html.j2: `svg.chart text`)."""
+CHAR = 0.68 * FONT
+"""A generous glyph width: the sans fonts a browser picks draw digits 0.55-0.64 em wide
+(DejaVu Sans, Debian's default, the widest). Labels are placed from it, never measured."""
+ASCENT, DESCENT = 0.95 * FONT, 0.25 * FONT
+"""A line of text's extent above and below its baseline (what the browser's getBBox gives)."""
+AXIS_X = 4 + ASCENT
+"""The rotated value-axis label's baseline: its letters stand left of it, down to x = 4."""
+GAP = 6
+TIME_AXIS = round(18 + 14 + DESCENT + 2)
+"""Room below a time axis: the tick labels' line (baseline 18 below) and the time zone's
+line (14 below that) with its descenders, inside the chart's border."""
+BOTTOM = TIME_AXIS + 4
 MAX_POINTS = 400
 """A series longer than this is thinned (every k-th point and the last): a week of one-minute
 readings would make the page heavy and the line no clearer."""
@@ -109,10 +125,40 @@ def value_ticks(lo: float, hi: float, most: int = 5, least: float = 0.0) -> list
 Scale = Callable[[float], float]
 
 
-def _frame(t0: float, t1: float, lo: float, hi: float) -> tuple[Scale, Scale]:
-    w, h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
-    return (lambda t: LEFT + (t - t0) / max(t1 - t0, 1e-9) * w,
+def _frame(t0: float, t1: float, lo: float, hi: float, left: float = LEFT) -> tuple[Scale, Scale]:
+    w, h = WIDTH - left - RIGHT, HEIGHT - TOP - BOTTOM
+    return (lambda t: left + (t - t0) / max(t1 - t0, 1e-9) * w,
             lambda v: TOP + h - (v - lo) / max(hi - lo, 1e-9) * h)
+
+
+def text_width(text: str) -> float:
+    return len(text) * CHAR
+
+
+@dataclass(frozen=True)
+class Box:
+    """Where a label's text lies (estimated from CHAR, ASCENT and DESCENT)."""
+
+    x0: float
+    y0: float
+    x1: float
+    y1: float
+
+    @classmethod
+    def of(cls, text: str, x: float, y: float, anchor: str = "start") -> Box:
+        w = text_width(text)
+        start = {"start": x, "middle": x - w / 2, "end": x - w}[anchor]
+        return cls(start, y - ASCENT, start + w, y + DESCENT)
+
+    def meets(self, other: Box, margin: float = 1.0) -> bool:
+        return (self.x0 < other.x1 + margin and other.x0 < self.x1 + margin
+                and self.y0 < other.y1 + margin and other.y0 < self.y1 + margin)
+
+
+def _left(labels: Sequence[str]) -> float:
+    """Room left of the plot for the widest value label, right of the rotated axis label."""
+    widest = max((text_width(label) for label in labels), default=0.0)
+    return max(float(LEFT), math.ceil(AXIS_X + DESCENT + 2 * GAP + widest))
 
 
 def line_chart(series: Sequence[Series], *, title: str, y_label: str, fmt: Callable[[float], str],
@@ -125,24 +171,31 @@ def line_chart(series: Sequence[Series], *, title: str, y_label: str, fmt: Calla
     lo, hi = (min(values, default=0.0), max(values, default=1.0))
     ticks = [v * unit for v in value_ticks(min(lo, 0.0) / unit, hi / unit, least=1.0 if whole else 0.0)]
     lo, hi = ticks[0], ticks[-1]
-    x, y = _frame(t0, t1, lo, hi)
+    labels = [fmt(v) for v in ticks]
+    left = _left(labels)
+    x, y = _frame(t0, t1, lo, hi, left)
     parts = [_open(title)]
-    for v in ticks:
-        parts.append(f'<line class="grid" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y(v):.1f}" y2="{y(v):.1f}"/>'
-                     f'<text class="ylab" x="{LEFT - 6}" y="{y(v) + 4:.1f}">{escape(fmt(v))}</text>')
-    parts += _time_axis(t0, t1, x)
-    parts.append(f'<text class="axis" transform="translate(12 {TOP + (HEIGHT - TOP - BOTTOM) / 2:.0f}) '
+    for v, label in zip(ticks, labels, strict=True):
+        parts.append(f'<line class="grid" x1="{left}" x2="{WIDTH - RIGHT}" y1="{y(v):.1f}" y2="{y(v):.1f}"/>'
+                     f'<text class="ylab" x="{left - GAP}" y="{y(v) + 4:.1f}">{escape(label)}</text>')
+    parts += _time_axis(t0, t1, x, left=left)
+    middle = TOP + (HEIGHT - TOP - BOTTOM) / 2
+    parts.append(f'<text class="axis" transform="translate({AXIS_X:.0f} {middle:.0f}) '
                  f'rotate(-90)">{escape(y_label)}</text>')
+    taken: list[Box] = []
     for lv in levels:
-        parts.append(f'<line class="level" stroke="{lv.colour}" x1="{LEFT}" x2="{WIDTH - RIGHT}" '
+        taken.append(Box.of(lv.label, left + 4, y(lv.value) - 4))
+        parts.append(f'<line class="level" stroke="{lv.colour}" x1="{left}" x2="{WIDTH - RIGHT}" '
                      f'y1="{y(lv.value):.1f}" y2="{y(lv.value):.1f}"/>'
                      f'<text class="levlab" fill="{lv.colour}" '
-                     f'x="{LEFT + 4}" y="{y(lv.value) - 4:.1f}">{escape(lv.label)}</text>')
-    for i, m in enumerate(marks):  # labels a line apart, so that close marks stay readable
+                     f'x="{left + 4}" y="{y(lv.value) - 4:.1f}">{escape(lv.label)}</text>')
+    for m in marks:
         parts.append(f'<line class="mark" stroke="{m.colour}" x1="{x(m.t):.1f}" x2="{x(m.t):.1f}" '
-                     f'y1="{TOP}" y2="{HEIGHT - BOTTOM}"><title>{escape(m.label)}</title></line>'
-                     f'<text class="marklab" fill="{m.colour}" {_beside(x(m.t))} '
-                     f'y="{TOP + 12 + 13 * (i % 3)}">{escape(m.label)}</text>')
+                     f'y1="{TOP}" y2="{HEIGHT - BOTTOM}"><title>{escape(m.label)}</title></line>')
+        place = _mark_label(m.label, x(m.t), left, taken)
+        if place is not None:  # no free line: the mark's own tooltip names it
+            taken.append(place[0])
+            parts.append(f'<text class="marklab" fill="{m.colour}" {place[1]}>{escape(m.label)}</text>')
     for s in series:
         pts = thin(s.points)
         text = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in pts)
@@ -163,7 +216,7 @@ def line_chart(series: Sequence[Series], *, title: str, y_label: str, fmt: Calla
 
 def status_strip(ticks: Sequence[Tick], *, title: str, t0: float, t1: float) -> str:
     """One coloured bar per tick along a time axis; hovering one shows its words."""
-    height = 64
+    height = 6 + 22 + 4 + TIME_AXIS
     x, _ = _frame(t0, t1, 0, 1)
     parts = [_open(title, height)]
     for tk in ticks:
@@ -172,17 +225,25 @@ def status_strip(ticks: Sequence[Tick], *, title: str, t0: float, t1: float) -> 
         parts.append(f'<rect class="run" data-status="{tk.status or "INTERRUPTED"}" x="{left:.1f}" y="6" '
                      f'width="{width:.1f}" height="22" fill="{STATUS_COLOURS.get(tk.status, "#b8b8b8")}">'
                      f'<title>{escape(tk.title)}</title></rect>')
-    parts += _time_axis(t0, t1, x, bottom=height - 30)
+    parts += _time_axis(t0, t1, x, bottom=height - TIME_AXIS)
     parts.append("</svg>")
     return "".join(parts)
 
 
-def _beside(at: float) -> str:
-    """A mark's label left of its line, or right of it near the value axis (where it would
-    run over the axis' numbers)."""
-    if at - LEFT < 160:
-        return f'x="{at + 4:.1f}" style="text-anchor: start"'
-    return f'x="{at - 4:.1f}"'
+def _mark_label(label: str, at: float, left: float, taken: Sequence[Box]) -> tuple[Box, str] | None:
+    """Where a mark's label goes: left of its line, or right of it where it would run over
+    the value axis' numbers, on the first line from the top that no other label holds (close
+    marks stay readable). None when every line is taken."""
+    right = at - text_width(label) - 4 < left
+    x = at + 4 if right else at - 4
+    row = TOP + ASCENT
+    while row + DESCENT <= HEIGHT - BOTTOM:
+        box = Box.of(label, x, row, "start" if right else "end")
+        if box.x1 <= WIDTH and not any(box.meets(other) for other in taken):
+            anchor = ' style="text-anchor: start"' if right else ""
+            return box, f'x="{x:.1f}" y="{row:.1f}"{anchor}'
+        row += ASCENT + DESCENT + 2
+    return None
 
 
 def _open(title: str, height: int = HEIGHT) -> str:
@@ -190,11 +251,16 @@ def _open(title: str, height: int = HEIGHT) -> str:
             f'role="img" aria-label="{escape(title)}"><title>{escape(title)}</title>')
 
 
-def _time_axis(t0: float, t1: float, x: Scale, bottom: float = HEIGHT - BOTTOM) -> list[str]:
-    out = [f'<line class="axisline" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{bottom}" y2="{bottom}"/>']
+def _time_axis(t0: float, t1: float, x: Scale, bottom: float = HEIGHT - BOTTOM,
+               left: float = LEFT) -> list[str]:
+    """The axis line, its time labels (kept inside the chart at both ends, below the lowest
+    value label) and the zone's line under them, all within TIME_AXIS of `bottom`."""
+    out = [f'<line class="axisline" x1="{left}" x2="{WIDTH - RIGHT}" y1="{bottom}" y2="{bottom}"/>']
     for t, label in time_ticks(t0, t1):
+        half = text_width(label) / 2
+        at = min(max(x(t), half + 2), WIDTH - half - 2)
         out.append(f'<line class="tick" x1="{x(t):.1f}" x2="{x(t):.1f}" y1="{bottom}" y2="{bottom + 4}"/>'
-                   f'<text class="xlab" x="{x(t):.1f}" y="{bottom + 16}">{escape(label)}</text>')
-    out.append(f'<text class="axis" x="{(LEFT + WIDTH - RIGHT) / 2:.0f}" y="{bottom + 30}">'
+                   f'<text class="xlab" x="{at:.1f}" y="{bottom + 18}">{escape(label)}</text>')
+    out.append(f'<text class="axis" x="{(left + WIDTH - RIGHT) / 2:.0f}" y="{bottom + 32}">'
                f'local time ({escape(zone_name(t1))})</text>')
     return out
