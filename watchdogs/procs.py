@@ -9,15 +9,41 @@ the user's process limit stops the watchdog itself.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
 import signal
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 REAP_S = 5.0
 """How long to wait for a killed group's leader to be reaped (SIGKILL: at once, unless it
 is stuck in the kernel on a dead mount)."""
+
+
+@dataclass(frozen=True)
+class Holding:
+    """Open files every child started in this context keeps for its life (a scheduler item's
+    lock, so a child orphaned by a crashed scheduler still holds it), and whom to tell each
+    child's pid (which is also its process group)."""
+
+    fds: tuple[int, ...]
+    started: Callable[[int], None]
+
+
+_HOLDING: contextvars.ContextVar[Holding | None] = contextvars.ContextVar("watchdogs_holding", default=None)
+
+
+@contextlib.contextmanager
+def children_hold(holding: Holding) -> Iterator[None]:
+    """Within this block (this thread), `run_bounded` children inherit `holding.fds`: a
+    Slurm command run inside an item (an sbatch) holds that item's lock as the item does."""
+    token = _HOLDING.set(holding)
+    try:
+        yield
+    finally:
+        _HOLDING.reset(token)
 
 
 def run_bounded(argv: Sequence[str], timeout: float, *, env: Mapping[str, str] | None = None,
@@ -27,9 +53,13 @@ def run_bounded(argv: Sequence[str], timeout: float, *, env: Mapping[str, str] |
     session whose every process is killed on the timeout. Raises TimeoutExpired (after the
     kill) and FileNotFoundError/PermissionError as `subprocess.run` does."""
     stdin = subprocess.PIPE if input_text is not None else subprocess.DEVNULL
+    holding = _HOLDING.get()
     proc = subprocess.Popen(list(argv), stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, errors="backslashreplace",
-                            env=None if env is None else dict(env), cwd=cwd, start_new_session=True)
+                            env=None if env is None else dict(env), cwd=cwd, start_new_session=True,
+                            pass_fds=holding.fds if holding is not None else ())
+    if holding is not None:
+        holding.started(proc.pid)
     try:
         out, err = proc.communicate(input_text, timeout=max(timeout, 0.001))
     except BaseException:

@@ -158,9 +158,11 @@ def test_a_database_deleted_under_the_scheduler_is_noticed_and_told(site: Site) 
 def test_a_scheduler_killed_mid_run_does_not_start_the_orphaned_item_again(site: Site) -> None:
     site.write_config(LOGFILE)
     marks = site.root / "marks"
-    site.dropin("slow", script(f"echo start $$ >> {marks}\nsleep 8\necho end $$ >> {marks}"))
+    # $PPID: the reaper the drop-in runs below, which leads its process group (the orphan).
+    site.dropin("slow", script(f"echo start $$ $PPID >> {marks}\nsleep 8\necho end $$ >> {marks}"))
     first = site.popen("run")
     wait_for(lambda: marks.exists() and "start" in marks.read_text(), timeout=30)
+    orphan = marks.read_text().split()[2]
     first.send_signal(signal.SIGKILL)
     first.wait(10)
     second = site.popen("run")
@@ -174,7 +176,9 @@ def test_a_scheduler_killed_mid_run_does_not_start_the_orphaned_item_again(site:
     finally:
         second.send_signal(signal.SIGTERM)
         second.wait(30)
-    assert "running in another process" in site.log()
+    said = [line for line in site.log().splitlines() if "the run started by the previous instance at" in line]
+    assert said and "is still going: waiting for it (ends by" in said[0], site.log()
+    assert f"(pid {orphan})" in said[0], said
 
 
 def test_a_command_file_applied_twice_makes_one_silence(site: Site) -> None:

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -43,7 +43,7 @@ class DropInProcess:
 
     def __init__(self, argv: Sequence[str], timeout: float, log_path: Path,
                  env: Mapping[str, str], cwd: Path, output_cap: int = DEFAULT_CAP,
-                 keep_fds: Sequence[int] = ()) -> None:
+                 keep_fds: Sequence[int] = (), started: Callable[[int], None] | None = None) -> None:
         self.argv = tuple(argv)
         self.timeout = timeout
         self.log_path = log_path
@@ -52,6 +52,8 @@ class DropInProcess:
         self.output_cap = output_cap
         self.keep_fds = tuple(keep_fds)
         """Open files the run holds while it lives (its item's lock), beyond the scheduler."""
+        self.started = started
+        """Told the reaper's pid (its process group) once it runs: the item lock's note."""
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
         self._why: str | None = None
@@ -96,6 +98,8 @@ class DropInProcess:
             self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                           stderr=subprocess.PIPE, cwd=self.cwd, env=self.env,
                                           start_new_session=True, pass_fds=self.keep_fds)
+        if self.started is not None:
+            self.started(self._proc.pid)
         assert self._proc.stdout is not None and self._proc.stderr is not None
         stdout = CappedStream(self._proc.stdout, out, self.output_cap)
         stderr = CappedStream(self._proc.stderr, None, self.output_cap)

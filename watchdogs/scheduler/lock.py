@@ -14,6 +14,8 @@ import socket
 from pathlib import Path
 
 LOCK_NAME = "scheduler.lock"
+NOTE_MAX = 4096
+"""How much of a held lock's note is read (an item lock's JSON note names its item)."""
 
 
 def take_flock(path: Path, note: str) -> tuple[int | None, str | None]:
@@ -25,7 +27,7 @@ def take_flock(path: Path, note: str) -> tuple[int | None, str | None]:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        holder = os.read(fd, 200).decode(errors="backslashreplace").strip() or "another process"
+        holder = os.read(fd, NOTE_MAX).decode(errors="backslashreplace").strip() or "another process"
         os.close(fd)
         return None, holder
     except OSError as exc:
@@ -33,12 +35,17 @@ def take_flock(path: Path, note: str) -> tuple[int | None, str | None]:
         if exc.errno in (errno.ENOLCK, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
             return None, None
         raise
+    rewrite_note(fd, note)
+    return fd, None
+
+
+def rewrite_note(fd: int, note: str) -> None:
+    """Replace the note of a lock we hold (whoever finds it held reads it)."""
     try:
         os.ftruncate(fd, 0)
-        os.write(fd, note.encode())
+        os.pwrite(fd, note.encode(), 0)
     except OSError:
         pass  # the note is only for a message; a full disk must not stop the run
-    return fd, None
 
 
 class Lock:

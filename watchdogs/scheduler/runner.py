@@ -24,6 +24,7 @@ from watchdogs.checks.context import TickContext
 from watchdogs.dropins.execute import SHUTDOWN, DropInProcess
 from watchdogs.dropins.submit import OwnJobsWatcher, my_active_jobs, still_active, submit
 from watchdogs.errors import WatchdogsError
+from watchdogs.procs import children_hold
 from watchdogs.result import CheckResult, Status
 from watchdogs.scheduler.itemlock import ItemLocks
 from watchdogs.scheduler.items import Item
@@ -118,11 +119,11 @@ class Runner:
         skipped, fresh = [], []
         for item in items:
             hung = self.hung.get(item.id)
-            holder = None if item.id in self.running else self.locks.acquire(item.id)
+            holder = None if item.id in self.running else self.locks.acquire(item.id, item.timeout)
             if item.id in self.running:
                 skipped.append(Skip(item.id, "still running from its last due time"))
             elif holder is not None:
-                skipped.append(Skip(item.id, f"running in another process ({holder})"))
+                skipped.append(Skip(item.id, holder))
             elif hung is not None and hung.thread is not None and hung.thread.is_alive():
                 since = humanize.moment_seconds(datetime.fromtimestamp(hung.started, timezone.utc))
                 self.done.put(Finished(FinishedRun(item.id, item.kind, self.instance, now, now, CheckResult(
@@ -189,7 +190,10 @@ class Runner:
             Status.UNKNOWN, f"did not finish within {humanize.duration(run.item.timeout)}")))
         timer.daemon = True
         timer.start()
-        result = run_check(run.item.check, ctx)
+        # Its Slurm commands (a resubmit's sbatch) hold the item's lock as the check does: an
+        # sbatch orphaned by a crash keeps the item, so a restarted scheduler cannot submit twice.
+        with children_hold(self.locks.holding(run.item.id)):
+            result = run_check(run.item.check, ctx)
         timer.cancel()
         self._finish(run, result)
 
@@ -201,16 +205,17 @@ class Runner:
         env = dropin_env(self.env, self.config, run.item.id)
         job_id = None
         result: CheckResult | None
+        # Every child of the run inherits the item's lock: a scheduler SIGKILLed mid-run leaves
+        # the drop-in (or its sbatch) running, and the lock held until it ends, so a restarted
+        # scheduler does not start the item beside it. The lock's note names that child.
+        holding = self.locks.holding(run.item.id)
         try:
             if dropin.submit:
-                result, job_id = self._submit(run, ctx, log, env)
+                with children_hold(holding):
+                    result, job_id = self._submit(run, ctx, log, env)
             else:
-                # The reaper inherits the item's lock: a scheduler SIGKILLed mid-run leaves the
-                # drop-in running, and the lock held until it ends, so a restarted scheduler
-                # does not start the item beside it.
-                held = self.locks.fd(run.item.id)
                 run.process = DropInProcess(dropin.argv, run.item.timeout, log, env, log.parent,
-                                            keep_fds=(held,) if held is not None else ())
+                                            keep_fds=holding.fds, started=holding.started)
                 result = run.process.run()
         except Exception as exc:  # noqa: BLE001 - a broken run must still be reported, not lost
             result = CheckResult(Status.UNKNOWN, f"internal error: {type(exc).__name__}: {exc}")
