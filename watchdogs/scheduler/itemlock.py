@@ -170,7 +170,7 @@ class ItemLocks:
             end = time.monotonic() + wait
             while time.monotonic() < end:
                 if self._take(item_id, note) is None:
-                    LOG.warning("%s: %s: ended it (SIGTERM%s to its process group)", item_id, said,
+                    LOG.warning("%s: ended it (SIGTERM%s to its process group)", said,
                                 ", then SIGKILL" if sig == signal.SIGKILL else "")
                     return None
                 time.sleep(POLL_S)
