@@ -4,10 +4,16 @@ has run past its timeout (plus a grace). Never two runs of one item at once."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
-from tests.helpers import wait_for
+import pytest
+
+from tests.helpers import accounted, sh, wait_for
 from tests.scheduler.conftest import Site, script
 from watchdogs.scheduler.itemlock import lock_path
 
@@ -55,3 +61,63 @@ def test_an_orphan_past_its_timeout_is_ended_and_said_and_only_then_run_again(si
     ended = [line for line in log.splitlines() if "ended it" in line]
     assert f"the orphaned run of cron.hourly/stuck (pid {reaper}" in ended[0], ended
     assert "ran past its timeout of 2 s" in ended[0] and "SIGTERM" in ended[0], ended
+
+
+def slow_sbatch(folder: Path, calls: Path) -> dict[str, str]:
+    """An `sbatch` first on PATH that notes each call, waits 5 s, then submits for real:
+    a controller slow to answer, so the scheduler can be killed while sbatch runs."""
+    real = shutil.which("sbatch")
+    assert real is not None
+    shim = folder / "bin"
+    shim.mkdir(mode=0o700, exist_ok=True)
+    (shim / "sbatch").write_text(f'#!/bin/sh\necho $$ >> {calls}\nsleep 5\nexec {real} "$@"\n')
+    (shim / "sbatch").chmod(0o700)
+    return {"PATH": f"{shim}:{os.environ['PATH']}"}
+
+
+def copies(name: str) -> list[str]:
+    return sh("squeue", "--noheader", f"--name={name}", "--states=PENDING,RUNNING,CONFIGURING",
+              "-o", "%i").split()
+
+
+@pytest.mark.slurm
+def test_a_scheduler_killed_while_a_resubmit_sbatch_runs_leaves_exactly_one_job(
+        site: Site, slurm_cluster: Path) -> None:
+    name = f"wd-orphan-{site.job_name[-8:]}"
+    failed = sh("sbatch", "--parsable", f"--job-name={name}", "--output=/dev/null", "--wrap", "exit 3"
+                ).strip().split(";")[0]
+    (site.root / "train.slurm").write_text("#!/bin/bash\n#SBATCH --output=/dev/null\nsleep 300\n")
+    site.write_config(f'[[check]]\nname = "train"\ntype = "job"\njob_name = "{name}"\nevery = "2s"\n'
+                      f'resubmit = "train.slurm"\nfail_fast = "0s"\n', hourly="1h")
+    calls = site.root / "sbatch-calls"
+    env = {**site.env(), **slow_sbatch(site.root, calls)}
+    argv = [sys.executable, "-m", "watchdogs", "--config", str(site.config), "run"]
+
+    def scheduler(log: str) -> subprocess.Popen[bytes]:
+        with open(site.root / log, "w") as out:
+            return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=site.root)
+
+    wait_for(lambda: accounted(failed), timeout=90, what="accounting has the failed run")
+    try:
+        first = scheduler("first.log")
+        try:
+            wait_for(calls.exists, timeout=60, what="the resubmit's sbatch started")
+        finally:
+            first.send_signal(signal.SIGKILL)  # while sbatch waits on the controller
+            first.wait(10)
+        orphan = int(calls.read_text().split()[0])  # the shim execs sbatch: the same pid
+        second = scheduler("scheduler.log")
+        try:
+            wait_for(lambda: not alive(orphan), timeout=30, what="the orphaned sbatch done")
+            # The restarted scheduler looks again once the orphan is gone, and finds the job.
+            wait_for(lambda: f"running: {name}" in site.log(), timeout=30, what="the job seen running")
+        finally:
+            second.send_signal(signal.SIGTERM)
+            second.wait(30)
+        assert len(copies(name)) == 1, copies(name)
+        assert len(calls.read_text().split()) == 1, calls.read_text()
+        said = [line for line in site.log().splitlines() if "is still going" in line]
+        assert "the run started by the previous instance at" in said[0], said
+        assert f"(pid {orphan})" in said[0], said
+    finally:
+        sh("scancel", f"--name={name}", check=False)
