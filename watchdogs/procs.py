@@ -47,14 +47,16 @@ def children_hold(holding: Holding) -> Iterator[None]:
 
 
 def run_bounded(argv: Sequence[str], timeout: float, *, env: Mapping[str, str] | None = None,
-                input_text: str | None = None, cwd: str | Path | None = None
-                ) -> subprocess.CompletedProcess[str]:
+                input_text: str | None = None, cwd: str | Path | None = None,
+                stdout: int | None = None) -> subprocess.CompletedProcess[str]:
     """`subprocess.run(argv, capture_output=True, text=True, timeout=timeout)`, but in a new
     session whose every process is killed on the timeout. Raises TimeoutExpired (after the
-    kill) and FileNotFoundError/PermissionError as `subprocess.run` does."""
+    kill) and FileNotFoundError/PermissionError as `subprocess.run` does. `stdout`: an open
+    file for the child's output instead of a pipe (what it says outlives us; stdout is "")."""
     stdin = subprocess.PIPE if input_text is not None else subprocess.DEVNULL
     holding = _HOLDING.get()
-    proc = subprocess.Popen(list(argv), stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    proc = subprocess.Popen(list(argv), stdin=stdin, stdout=subprocess.PIPE if stdout is None else stdout,
+                            stderr=subprocess.PIPE,
                             text=True, errors="backslashreplace",
                             env=None if env is None else dict(env), cwd=cwd, start_new_session=True,
                             pass_fds=holding.fds if holding is not None else ())
@@ -65,7 +67,7 @@ def run_bounded(argv: Sequence[str], timeout: float, *, env: Mapping[str, str] |
     except BaseException:
         kill_group(proc)
         raise
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out or "", err)
 
 
 def kill_group(proc: subprocess.Popen[str]) -> None:

@@ -121,3 +121,43 @@ def test_a_scheduler_killed_while_a_resubmit_sbatch_runs_leaves_exactly_one_job(
         assert f"(pid {orphan})" in said[0], said
     finally:
         sh("scancel", f"--name={name}", check=False)
+
+
+@pytest.mark.slurm
+def test_a_scheduler_killed_while_a_slurm_dropins_sbatch_runs_leaves_exactly_one_job(
+        site: Site, slurm_cluster: Path) -> None:
+    """The orphaned sbatch submits after its scheduler died: its job id, written into the run
+    log, is taken as the item's job by the next run, which does not submit a twin."""
+    name = f"wd-orphan-{site.job_name[-8:]}"
+    site.dropin("train.slurm", f"#!/bin/bash\n#SBATCH --job-name={name}\n#SBATCH --output=/dev/null\n"
+                               "sleep 300\n")
+    calls = site.root / "sbatch-calls"
+    env = {**site.env(), **slow_sbatch(site.root, calls)}
+    argv = [sys.executable, "-m", "watchdogs", "--config", str(site.config), "run"]
+
+    def scheduler(log: str) -> subprocess.Popen[bytes]:
+        with open(site.root / log, "w") as out:
+            return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=site.root)
+
+    try:
+        first = scheduler("first.log")
+        try:
+            wait_for(calls.exists, timeout=60, what="the drop-in's sbatch started")
+        finally:
+            first.send_signal(signal.SIGKILL)
+            first.wait(10)
+        orphan = int(calls.read_text().split()[0])
+        second = scheduler("scheduler.log")
+        try:
+            wait_for(lambda: not alive(orphan), timeout=30, what="the orphaned sbatch done")
+            job = copies(name)
+            wait_for(lambda: f"previous job {job[0]} still" in site.log(), timeout=30,
+                     what="the orphan's job taken as the item's")
+        finally:
+            second.send_signal(signal.SIGTERM)
+            second.wait(30)
+        assert len(copies(name)) == 1, copies(name)
+        assert len(calls.read_text().split()) == 1, calls.read_text()
+        assert f"(pid {orphan}) is still going: waiting for it" in site.log(), site.log()
+    finally:
+        sh("scancel", f"--name={name}", check=False)

@@ -62,26 +62,51 @@ def submit(argv: Sequence[str], log_path: Path, env: Mapping[str, str]) -> tuple
     """sbatch the script (argv[0]) with its arguments. Returns (result, job id or None)."""
     ownfiles.make_dirs(log_path.parent)
     cmd = ["sbatch", "--parsable", *argv]
-    try:
-        proc = run_bounded(cmd, SBATCH_TIMEOUT_S, cwd=log_path.parent, env=env)  # group killed on timeout
-    except FileNotFoundError:
-        return _logged(log_path, cmd, CheckResult(Status.UNKNOWN, "sbatch: command not found")), None
-    except subprocess.TimeoutExpired:
-        return _logged(log_path, cmd, CheckResult(
-            Status.UNKNOWN, f"sbatch did not answer within {SBATCH_TIMEOUT_S:g}s")), None
-    reply = (proc.stdout + proc.stderr).strip()
+    # sbatch answers straight into the run's log, not into a pipe of ours: if this process
+    # dies while sbatch waits on the controller, the job id it prints is not lost with us,
+    # and the next run reads it there (`submitted_job`) instead of submitting a twin.
+    with os.fdopen(ownfiles.create_private(log_path, append=True), "wb") as out:
+        out.write(f"$ {' '.join(cmd)}\n".encode())
+        out.flush()
+        start = out.tell()
+        try:
+            proc = run_bounded(cmd, SBATCH_TIMEOUT_S, cwd=log_path.parent, env=env,
+                               stdout=out.fileno())  # group killed on timeout
+        except FileNotFoundError:
+            return _logged(log_path, CheckResult(Status.UNKNOWN, "sbatch: command not found")), None
+        except subprocess.TimeoutExpired:
+            return _logged(log_path, CheckResult(
+                Status.UNKNOWN, f"sbatch did not answer within {SBATCH_TIMEOUT_S:g}s")), None
+    with log_path.open("rb") as fh:
+        fh.seek(start)
+        said = fh.read(64 * 1024).decode(errors="replace")
+    reply = (said + proc.stderr).strip()
     if proc.returncode == 0:
-        job_id = proc.stdout.strip().split(";")[0]
+        job_id = said.strip().split(";")[0]
         result = CheckResult(Status.OK, f"submitted job {job_id}", context={"job": job_id})
-        return _logged(log_path, cmd, result, reply), job_id
+        return _logged(log_path, result, proc.stderr), job_id
     message = (reply or "no output").splitlines()[-1]
     # The controller being away is not the script's fault: UNKNOWN. A rejected script is.
     status = Status.UNKNOWN if any(m in reply for m in UNREACHABLE) else Status.CRITICAL
-    return _logged(log_path, cmd, CheckResult(status, f"sbatch failed: {message}"), reply), None
+    return _logged(log_path, CheckResult(status, f"sbatch failed: {message}"), proc.stderr), None
 
 
-def _logged(log_path: Path, cmd: Sequence[str], result: CheckResult, reply: str = "") -> CheckResult:
+def submitted_job(log_path: Path) -> str | None:
+    """The job id an sbatch wrote into a run's log (`submit`), also when the scheduler that
+    started it died before it answered; None when there is none."""
+    try:
+        lines = log_path.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    for before, line in zip(lines, lines[1:], strict=False):
+        if before.startswith("$ sbatch --parsable"):
+            job = line.strip().split(";")[0]
+            return job if job.isdigit() else None
+    return None
+
+
+def _logged(log_path: Path, result: CheckResult, errors: str = "") -> CheckResult:
     # Never through a link planted at the log's name; 0600 whatever the umask.
     with os.fdopen(ownfiles.create_private(log_path, append=True), "w") as fh:
-        fh.write(f"$ {' '.join(cmd)}\n{reply}\n--- {result.status.name}: {result.summary}\n")
+        fh.write(f"{errors.strip()}\n--- {result.status.name}: {result.summary}\n")
     return result

@@ -22,7 +22,13 @@ from watchdogs import humanize
 from watchdogs.checks.base import run_check
 from watchdogs.checks.context import TickContext
 from watchdogs.dropins.execute import SHUTDOWN, DropInProcess
-from watchdogs.dropins.submit import OwnJobsWatcher, my_active_jobs, still_active, submit
+from watchdogs.dropins.submit import (
+    OwnJobsWatcher,
+    my_active_jobs,
+    still_active,
+    submit,
+    submitted_job,
+)
 from watchdogs.errors import WatchdogsError
 from watchdogs.procs import children_hold
 from watchdogs.result import CheckResult, Status
@@ -225,6 +231,12 @@ class Runner:
                 ) -> tuple[CheckResult, str | None]:
         assert run.item.dropin is not None
         previous = self.records.items().get(run.item.id, {}).get("last_job_id")
+        lost = self._unrecorded_job(log, previous)
+        if lost is not None:
+            # An sbatch orphaned by a crashed scheduler submitted this job after its
+            # scheduler died (it held the item's lock until then): it is this item's job.
+            self.records.note_job(run.item.id, lost)
+            previous = lost
         if previous:
             try:
                 active = my_active_jobs(ctx)
@@ -238,6 +250,14 @@ class Runner:
         if job_id is not None:
             self.records.note_job(run.item.id, job_id)  # before the lock goes: no twin submission
         return result, job_id
+
+    @staticmethod
+    def _unrecorded_job(log: Path, recorded: str | None) -> str | None:
+        """The job id the item's last sbatch wrote into its run log, when it is not the one
+        recorded: that sbatch outlived the scheduler that started it."""
+        earlier = sorted(p for p in log.parent.glob("*.log") if p.name < log.name)
+        job = submitted_job(earlier[-1]) if earlier else None
+        return job if job is not None and job != recorded else None
 
     def _finish(self, run: Run, result: CheckResult | None, log: str | None = None,
                 job_id: str | None = None) -> None:
