@@ -85,6 +85,13 @@ class LockNote:
         return self.started + self.timeout + ORPHAN_GRACE_S
 
 
+def skip_reason(holder: str) -> str:
+    """What `ItemLocks.acquire` answered, as the words of a skipped run."""
+    if holder.startswith(("the ", "running in another process")):
+        return holder
+    return f"running in another process ({holder})"
+
+
 def _clock(at: float) -> str:
     return time.strftime("%H:%M", time.localtime(at))
 
@@ -127,7 +134,7 @@ class ItemLocks:
             return None
         found = LockNote.parse(holder)
         if found is None:
-            return f"running in another process ({holder})"
+            return holder  # an older version's note ("pid N on host"), or none written (full disk)
         if found.host != note.host:
             return (f"the run started at {_clock(found.started)} by the instance on {found.host} "
                     f"(pid {found.pid}) is still going: waiting for it (it can only be ended on "

@@ -32,7 +32,7 @@ from watchdogs.dropins.submit import (
 from watchdogs.errors import WatchdogsError
 from watchdogs.procs import children_hold
 from watchdogs.result import CheckResult, Status
-from watchdogs.scheduler.itemlock import ItemLocks
+from watchdogs.scheduler.itemlock import ItemLocks, skip_reason
 from watchdogs.scheduler.items import Item
 from watchdogs.scheduler.prune import RUNS_DIR
 from watchdogs.scheduler.records import Records
@@ -129,7 +129,7 @@ class Runner:
             if item.id in self.running:
                 skipped.append(Skip(item.id, "still running from its last due time"))
             elif holder is not None:
-                skipped.append(Skip(item.id, holder))
+                skipped.append(Skip(item.id, skip_reason(holder)))
             elif hung is not None and hung.thread is not None and hung.thread.is_alive():
                 since = humanize.moment_seconds(datetime.fromtimestamp(hung.started, timezone.utc))
                 self.done.put(Finished(FinishedRun(item.id, item.kind, self.instance, now, now, CheckResult(
