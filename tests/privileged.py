@@ -12,6 +12,9 @@
     tests/privileged.py hung-mount PATH       # a FUSE mount nobody answers, until stdin closes
     tests/privileged.py scontrol CLUSTER_DIR update NodeName=N State=DRAIN Reason=...
     tests/privileged.py scontrol CLUSTER_DIR create|delete reservation ...   # an admin's acts
+    tests/privileged.py peer-jobs CLUSTER_DIR submit PARTITION COUNT [PRIORITY]  # `wdpeer` queues
+        COUNT 1-CPU `sleep` jobs; an administrator ranks them at PRIORITY (a full cluster of others)
+    tests/privileged.py peer-jobs CLUSTER_DIR cancel [JOBID ...]  # end wdpeer's jobs (all, or those)
     tests/privileged.py cpu-quota PID PERCENT # a cgroup v1 CPU quota on the caller's process
     tests/privileged.py cpu-quota-end PID     # its processes back to the root group, group removed
 
@@ -212,6 +215,47 @@ def _peer_act(act: str, dir_fd: int, name: str, arg: str | None) -> None:
             sock.bind(f"/proc/self/fd/{dir_fd}/{name}")
 
 
+PEER_SLEEP_S = 900
+"""A filler job's life: longer than any test that fills the cluster, shorter than a forgotten one."""
+
+
+def _client(folder: Path, name: str) -> str:
+    own = folder / "bin" / name  # a cluster of another release has its clients here
+    return str(own) if own.exists() else name
+
+
+def peer_jobs(cluster_dir: str, act: str, args: list[str]) -> None:
+    """Another user's jobs on the caller's dev cluster: the full cluster of issue 34, where
+    jobs the watchdog's user cannot touch take every CPU and rank above its successor."""
+    folder = roots_cluster(cluster_dir)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "SLURM_CONF": str(folder / "slurm.conf")}
+    peer = pwd.getpwnam(PEER)
+    if act == "cancel":
+        if not all(a.isdigit() for a in args):
+            sys.exit("privileged: peer-jobs cancel takes job ids only")
+        # -u: only the peer's jobs, even when an id given is someone else's.
+        subprocess.run([_client(folder, "scancel"), "-u", PEER, *args], env=env, check=False)
+        return
+    if act != "submit" or len(args) not in (2, 3) or not all(a.isdigit() for a in args[1:]) \
+            or not re.fullmatch(r"[A-Za-z0-9_-]+", args[0]):
+        sys.exit("privileged: peer-jobs submit PARTITION COUNT [PRIORITY]")
+    ids = []
+    for _ in range(int(args[1])):
+        done = subprocess.run([_client(folder, "sbatch"), "--parsable", f"--partition={args[0]}",
+                               "--cpus-per-task=1", "--mem=100M", "--time=20", "--job-name=wdpeer-filler",
+                               "--output=/dev/null", f"--wrap=sleep {PEER_SLEEP_S}"],
+                              env=env, cwd="/tmp", user=peer.pw_uid, group=peer.pw_gid, extra_groups=[],
+                              capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            sys.exit(f"privileged: sbatch as {PEER}: {done.stderr.strip()}")
+        ids.append(done.stdout.strip().split(";")[0])
+    if len(args) == 3:  # an administrator's act: what multifactor priority does to others' jobs
+        for job in ids:
+            subprocess.run([_client(folder, "scontrol"), "update", f"JobId={job}", f"Priority={args[2]}"],
+                           env=env, check=True)
+    print(" ".join(ids))
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="privileged")
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -235,6 +279,10 @@ def main(argv: list[str]) -> int:
     q.add_argument("pid", type=int)
     q.add_argument("percent", type=int)
     sub.add_parser("cpu-quota-end").add_argument("pid", type=int)
+    j = sub.add_parser("peer-jobs")
+    j.add_argument("cluster_dir")
+    j.add_argument("act", choices=("submit", "cancel"))
+    j.add_argument("args", nargs="*")
     s = sub.add_parser("scontrol")
     s.add_argument("cluster_dir")
     s.add_argument("args", nargs="+")
@@ -247,6 +295,8 @@ def main(argv: list[str]) -> int:
         dev_cluster(opts.cluster_dir, opts.cmd, opts.node)
     elif opts.cmd == "scontrol":
         scontrol(opts.cluster_dir, opts.args)
+    elif opts.cmd == "peer-jobs":
+        peer_jobs(opts.cluster_dir, opts.act, opts.args)
     elif opts.cmd == "cpu-quota":
         cpu_quota(own_process(opts.pid), opts.percent)
     elif opts.cmd == "cpu-quota-end":
