@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from trainguard.hangs.record import EVENTS_FILE
 
 from tests.checks.test_job_endings_cluster import plain
 from tests.helpers import wait_for
@@ -30,6 +29,7 @@ from tests.trainguard.support import (
 )
 from tests.trainguard.test_hang_slurm import HANG_ENV, TRAIN, heartbeat
 from tests.trainguard.test_slurm_torchrun import NODES, PER_NODE, STEPS, four_rank_reference  # noqa: F401 - a fixture
+from trainguard.hangs.record import EVENTS_FILE
 
 pytestmark = pytest.mark.slurm
 DIGEST = re.compile(r"^digest ([0-9a-f]{64})$", re.MULTILINE)
