@@ -1,18 +1,24 @@
 """Recovery on the real cluster (issue 22): a frozen rank with a spare node restarts the
 training inside the same job, on the other nodes, with no requeue, and it ends with an
 uninterrupted run's digest; without a spare the job requeues with the frozen rank's node in
-ExcNodeList and the next run avoids it; a requeue's exclusion holds on every release."""
+ExcNodeList and the next run avoids it; a requeue's exclusion holds on every release.
+The in-place restart is also watched (issue 36): the hang alert mail says the template
+decides, and the RESOLVED mail carries the recovery's summary line."""
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from tests.checks.test_job_endings_cluster import plain
 from tests.helpers import wait_for
+from tests.notifiers.fakes import SmtpServer
 from tests.trainguard.support import (
     PYTHON,
     REQUEUE_SCRIPT,
@@ -23,6 +29,7 @@ from tests.trainguard.support import (
 )
 from tests.trainguard.test_hang_slurm import HANG_ENV, TRAIN, heartbeat
 from tests.trainguard.test_slurm_torchrun import NODES, PER_NODE, STEPS, four_rank_reference  # noqa: F401 - a fixture
+from trainguard.hangs.record import EVENTS_FILE
 
 pytestmark = pytest.mark.slurm
 DIGEST = re.compile(r"^digest ([0-9a-f]{64})$", re.MULTILINE)
@@ -46,6 +53,47 @@ def digests(log: str) -> set[str]:
     return set(DIGEST.findall(log))
 
 
+def batch_script_pid(cluster: Cluster, job: str) -> int:
+    """The job's batch shell, found in /proc by the script's full path in this cluster's spool
+    (other dev clusters on this host number their jobs from 1 too)."""
+    config = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True,
+                            check=True).stdout
+    spool = re.search(r"^SlurmdSpoolDir\s*=\s*(\S+)", config, re.MULTILINE)
+    assert spool, config
+    script = f"{spool.group(1).replace('%n', cluster.field(job, 'BatchHost'))}/job{int(job):05d}/slurm_script"
+
+    def find() -> int | None:
+        for proc in Path("/proc").iterdir():
+            try:
+                argv = (proc / "cmdline").read_bytes().split(b"\0")
+            except OSError:    # not a process, gone, or not ours
+                continue
+            if proc.name.isdigit() and script.encode() in argv:
+                return int(proc.name)
+        return None
+    found = wait_for(find, 30, 0.2, f"job {job}'s batch script")
+    assert found is not None
+    return found
+
+
+def watchdog_mail_config(folder: Path, heartbeats: Path, port: int) -> Path:
+    """A log_stale check on the heartbeats folder, with NO run_dir key (the recovery folder
+    is found beside it), alerting by email."""
+    config = folder / "watchdogs.toml"
+    config.write_text(f'[scheduler]\nstate_dir = "state"\n'
+                      f'[[notify]]\nname = "mail"\ntype = "email"\nhost = "127.0.0.1"\nport = {port}\n'
+                      f'sender = "watchdogs@example.org"\nto = ["oncall@example.org"]\nhtml = false\n'
+                      f'[[check]]\nname = "hung"\ntype = "log_stale"\nheartbeats = "{heartbeats}"\n'
+                      f'max_age = "10m"\n')
+    return config
+
+
+def watchdog_tick(config: Path) -> str:
+    done = subprocess.run([sys.executable, "-m", "watchdogs", "--config", str(config), "run", "--once"],
+                          capture_output=True, text=True, timeout=60)
+    return f"rc {done.returncode}\n{done.stdout}\n{done.stderr}"
+
+
 @pytest.mark.timeout(300)
 def test_with_a_spare_a_frozen_rank_restarts_in_the_same_job_on_the_other_nodes_identical(
         cluster: Cluster, tmp_path: Path) -> None:
@@ -59,8 +107,35 @@ def test_with_a_spare_a_frozen_rank_restarts_in_the_same_job_on_the_other_nodes_
     frozen = heartbeat(run, 1, job)
     first_set = re.search(r"training step on (\S+) \(in-place restart 0\)", out.read_text())
     assert first_set, out.read_text()[-2000:]
-    os.kill(frozen.pid, signal.SIGSTOP)         # rank 1 freezes; rank 0 reports the hang
-    cluster.wait_state(job, ("COMPLETED", "FAILED", "CANCELLED"), timeout=200)
+    # The batch script is held (SIGSTOP) so the watchdog's tick falls between the hang and the
+    # template's decision, which otherwise comes within seconds; SIGCONT lets it decide.
+    batch = batch_script_pid(cluster, job)
+    os.kill(batch, signal.SIGSTOP)
+    try:
+        os.kill(frozen.pid, signal.SIGSTOP)         # rank 1 freezes; rank 0 reports the hang
+        with SmtpServer() as smtp:
+            config = watchdog_mail_config(tmp_path, run / "heartbeat", smtp.port)
+            events = run / "heartbeat" / EVENTS_FILE
+            wait_for(lambda: events.exists() and "exiting 140" in events.read_text(), 60, 0.3,
+                     "rank 0's hang event")
+            ticks = [watchdog_tick(config)]
+            wait_for(lambda: len(smtp.received) >= 1, 30, 0.2, f"the hang alert mail: {ticks}")
+            os.kill(batch, signal.SIGCONT)
+            cluster.wait_state(job, ("COMPLETED", "FAILED", "CANCELLED"), timeout=200)
+            ticks.append(watchdog_tick(config))
+            wait_for(lambda: len(smtp.received) >= 2, 30, 0.2, f"the RESOLVED mail: {ticks}")
+    finally:
+        with contextlib.suppress(ProcessLookupError):    # the job ended: nothing left to let go
+            os.kill(batch, signal.SIGCONT)
+    alert, done = (" ".join(plain(m.message).split()) for m in smtp.received[:2])
+    assert "CRITICAL" in smtp.received[0].message["Subject"], (smtp.received[0].message["Subject"], alert)
+    assert "the template decides: restart in place (1 spare left) or requeue" in alert, alert
+    assert "(requeue)" not in alert, alert     # no promise of a requeue
+    assert "RESOLVED" in smtp.received[1].message["Subject"], smtp.received[1].message["Subject"]
+    summary = (run / "recovery" / "summary.txt").read_text().strip()
+    assert re.search(rf"{frozen.host} excluded; training resumed at \S+ on \S+ from step \d+, .* after the "
+                     r"fault; 0 spares left", summary), summary
+    assert " ".join(summary.split()) in done, done
     log = out.read_text()
     restarted = re.search(r"restarting in place on (\S+)", log)
     assert restarted, log[-4000:]

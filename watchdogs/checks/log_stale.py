@@ -182,15 +182,13 @@ class LogStaleCheck(WatchesLinkedJob, Check):
 
         now, job_id = ctx.now.timestamp(), _running_id(job)
         hung = hangs.hung_now(beats, now, job_id)
-        if hung is not None:
-            return self._act_on_hang(ctx, hung, beats, job_id, now)
         log = probe("newest", {"pattern": str(Path(folder) / EVENTS_FILE), "tail_bytes": EVENTS_TAIL},
                     self.opts["probe_timeout"], folder)
+        events = parse_events(log["tail"]) if log is not None else []
+        if hung is not None and hangs.recent_hang(events, now, self.opts["max_age"]) is None:
+            return self._act_on_hang(ctx, hung, beats, job_id, now)
         live = staleness.judge_heartbeats(beats, now, self.opts["max_age"], since)
-        if log is None:
-            return live
-        events = parse_events(log["tail"])
-        if hangs.recent_hang(events, now, self.opts["max_age"]) is None:
+        if hung is None and hangs.recent_hang(events, now, self.opts["max_age"]) is None:
             return live
         # A hang was logged: judged with what came after it (a restart in the recovery
         # record, heartbeats of a later run), so a recovery resolves the alert with its summary.
@@ -198,6 +196,12 @@ class LogStaleCheck(WatchesLinkedJob, Check):
         after = hangs.Aftermath(tuple(record.entries) if record else (),
                                 record.summary if record else "", tuple(beats))
         recent = hangs.recent_hang(events, now, self.opts["max_age"], after)
+        if hung is not None:
+            # The ranks' `hung` heartbeats outlive the exit (rank 0 wrote the event, then left):
+            # while the logged hang is unresolved it is this hang, and its event says what
+            # follows (the template decides); a resolved one was an earlier hang.
+            chosen = recent if recent is not None and recent.status is Status.CRITICAL else hung
+            return self._act_on_hang(ctx, chosen, beats, job_id, now)
         if recent is None or recent.status is not Status.OK or live.status is not Status.OK:
             return recent or live
         return replace(live, summary=f"{recent.summary}; {live.summary}")
