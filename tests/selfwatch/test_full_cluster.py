@@ -9,6 +9,7 @@ one CPU the successor starts. One chain, one node."""
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -77,6 +78,7 @@ def test_on_a_full_cluster_the_watchdog_warns_before_going_blind_and_status_says
 
     sh("scancel", "--batch", "--signal=USR1", first)  # its time limit
     wait_for(lambda: job_state(first) == "COMPLETED", timeout=30, what="the instance to end")
+    ended = time.time()
     # Its CPU went to the other user's job ranked above ours: nothing of the chain runs.
     wait_for(lambda: len(peer_jobs("RUNNING")) == CPUS, timeout=30, what="the other user to take the CPU")
     assert running(site.job_name) is None
@@ -93,6 +95,8 @@ def test_on_a_full_cluster_the_watchdog_warns_before_going_blind_and_status_says
     assert head.startswith("WATCHDOGS CRITICAL: scheduler BLIND since "), said
     assert re.search(r"PENDING \((Priority|Resources)\)", head), said
 
+    # A gap worth a notice: longer than two ticks and 5 s (a normal handover's second is not).
+    wait_for(lambda: time.time() - ended > 8, timeout=10, what="a gap longer than two ticks and 5 s")
     # The other user frees one CPU (their queued jobs gone first, or they would take it).
     queued = peer_jobs("PENDING")
     privileged("peer-jobs", str(slurm_cluster.parent), "cancel", *queued)
