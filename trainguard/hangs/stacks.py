@@ -35,20 +35,22 @@ def main_thread_frames(native_top: str | None = None, limit: int = TOP_FRAMES) -
     if frame is None:
         return (native_top,) if native_top else ()
     summary = list(reversed(traceback.extract_stack(frame)))
-    own = [f"{f.name} ({Path(f.filename).name}:{f.lineno})" for f in summary if not _is_library(f.filename)]
+    own = [f"{f.name} ({Path(f.filename).name}:{f.lineno})" for f in summary if not is_library(f.filename)]
     innermost = summary[0]
     head = ([native_top] if native_top else
             [f"{innermost.name} ({Path(innermost.filename).name}:{innermost.lineno})"]
-            if _is_library(innermost.filename) else [])
+            if is_library(innermost.filename) else [])
     return tuple([*head, *own][:limit])
 
 
-def _is_library(filename: str) -> bool:
+def is_library(filename: str) -> bool:
     # Installed packages, the standard library and trainguard itself (also when installed
     # from a checkout, where it is not under site-packages): not where the training's author
     # looks. A rank blocked in the guard's agreement must still name the training's line.
     stdlib = sysconfig.get_paths()["stdlib"]
-    own_package = str(Path(__file__).resolve().parent) + os.sep
+    # The trainguard package as a whole (this file is in trainguard/hangs/: its own folder
+    # alone left guard.py and stopping/agreement.py counted as the training's frames).
+    own_package = str(Path(__file__).resolve().parent.parent) + os.sep
     return "-packages" + os.sep in filename or filename.startswith((stdlib, "<", own_package))
 
 
