@@ -67,7 +67,7 @@ def test_the_documented_preemption_test_requeues_and_resumes_every_template(
     launches = submit_all(cluster, tmp_path)
     for launch in launches:
         wait_for_step(launch.steps, 20, timeout=120)
-        # scancel 22.05 may exit 229 for an array task it did signal (tests/trainguard/test_slurm_switches.py).
+        # scancel 22.05 may exit 229 for an array task it did signal (see test_slurm_switches.py).
         sh(*[launch.target if a == "JOB" else a for a in argv], check=False)
     for launch in launches:
         cluster.release_when_requeued(launch.job, 1, 90)
