@@ -1,0 +1,83 @@
+"""The preemption test of docs/trainguard.md, typed exactly as written there, against every
+shipped template and launch mode: each training saves, exits 140, is requeued and resumes
+from its checkpoint, and each template's log names the command. The four jobs run side by
+side on one cluster."""
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import sh
+from tests.trainguard.support import (
+    ARRAY_SCRIPT,
+    REPO,
+    REQUEUE_SCRIPT,
+    TORCHRUN_SCRIPT,
+    Cluster,
+    wait_for_step,
+)
+
+pytestmark = pytest.mark.slurm
+DOCS = REPO / "docs" / "trainguard.md"
+
+
+def documented_preemption_test() -> list[str]:
+    """The command of the docs' "Testing preemption safety" section, as argv with JOB left in."""
+    section = DOCS.read_text().split("## Testing preemption safety", 1)[1]
+    block = re.search(r"```bash\n(.+?)\n```", section, re.DOTALL)
+    assert block, "docs/trainguard.md: no command under 'Testing preemption safety'"
+    argv = shlex.split(block.group(1))
+    assert argv[0] == "scancel" and argv[-1] == "JOB", argv
+    return argv
+
+
+@dataclass(frozen=True)
+class Launch:
+    name: str
+    job: str
+    target: str          # what the docs' JOB becomes (an array task for the array template)
+    out: Path
+    steps: Path
+
+
+def submit_all(cluster: Cluster, tmp_path: Path) -> list[Launch]:
+    train = ("--steps", "400", "--step-sleep", "0.03")
+    launches = []
+    for name, script, sbatch_args, env in (
+            ("direct", REQUEUE_SCRIPT, (), {}),
+            ("srun", REQUEUE_SCRIPT, ("-n", "2"), {"TRAIN_LAUNCH": "srun", "MASTER_ADDR": "127.0.0.1"}),
+            ("torchrun", TORCHRUN_SCRIPT, ("-c", "2"), {"NPROC_PER_NODE": "2"}),
+            ("array", ARRAY_SCRIPT, ("--array=0",), {})):
+        out, steps = tmp_path / f"{name}.log", tmp_path / f"{name}.steps"
+        job = cluster.sbatch(script, *train, "--step-log", str(steps),
+                             sbatch_args=("-o", str(out), *sbatch_args),
+                             env={"RUN_DIR": str(tmp_path / f"run-{name}"), **env})
+        launches.append(Launch(name, job, f"{job}_0" if name == "array" else job, out, steps))
+    return launches
+
+
+@pytest.mark.timeout(240)
+def test_the_documented_preemption_test_requeues_and_resumes_every_template(
+        cluster: Cluster, tmp_path: Path) -> None:
+    argv = documented_preemption_test()
+    launches = submit_all(cluster, tmp_path)
+    for launch in launches:
+        wait_for_step(launch.steps, 20, timeout=120)
+        # scancel 22.05 may exit 229 for an array task it did signal (see test_slurm_switches.py).
+        sh(*[launch.target if a == "JOB" else a for a in argv], check=False)
+    for launch in launches:
+        cluster.release_when_requeued(launch.job, 1, 90)
+    for launch in launches:
+        cluster.wait_state(launch.job, ("COMPLETED",), timeout=120)
+        log = launch.out.read_text()
+        assert f"preemption test: {' '.join(argv[:-1])} {launch.job}" in log, (launch.name, log[-3000:])
+        assert "got SIGUSR1: forwarding it to" in log, (launch.name, log[-3000:])
+        stops = re.findall(r"stopping after step (\d+): (\w+).*?-> exit (\d+)", log)
+        assert stops and {(cause, code) for _, cause, code in stops} == {("user_signal", "140")}, \
+            (launch.name, stops)
+        assert re.search(r"exited 140 .*requeueing", log), launch.name
+        assert f"resumed from step {stops[0][0]} " in log, (launch.name, log[-3000:])
