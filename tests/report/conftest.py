@@ -1,12 +1,31 @@
-"""A throwaway site (tests/scheduler's) with a disk check on a folder of its own."""
+"""A throwaway site (tests/scheduler's) with a disk check on a folder of its own, Slurm
+submission that cleans up after itself, and one real scheduler run (`look`)."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.scheduler.conftest import Site
+from tests.trainguard.support import Cluster
+
+
+@pytest.fixture
+def cluster(slurm_cluster: Path) -> Iterator[Cluster]:
+    """Every job submitted is cancelled afterwards."""
+    jobs = Cluster()
+    try:
+        yield jobs
+    finally:
+        jobs.cleanup()
+
+
+def look(site: Site) -> None:
+    """One real scheduler run of every item (as cron would, or the chain at its tick)."""
+    done = site.watchdogs("run", "--once", timeout=120)
+    assert "Traceback" not in done.stderr, done.stderr
 
 
 @pytest.fixture

@@ -8,31 +8,16 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import wait_for
+from tests.report.conftest import look
 from tests.scheduler.conftest import Site
 from tests.trainguard.support import Cluster
 
 pytestmark = pytest.mark.slurm
-
-
-@pytest.fixture
-def cluster(slurm_cluster: Path) -> Iterator[Cluster]:
-    """Every job submitted is cancelled afterwards."""
-    jobs = Cluster()
-    try:
-        yield jobs
-    finally:
-        jobs.cleanup()
-
-
-def _look(site: Site) -> None:
-    done = site.watchdogs("run", "--once", timeout=120)
-    assert "Traceback" not in done.stderr, done.stderr
 
 
 @pytest.mark.timeout(240)
@@ -46,12 +31,12 @@ def test_a_job_preempted_and_requeued_is_preempted_on_the_page_and_in_the_notice
     low = cluster.sbatch(None, sbatch_args=("-p", "low", "-n", "4", "--requeue", "-J", name,
                                             "-o", "/dev/null", "--wrap", "sleep 600"))
     cluster.wait_state(low, ("RUNNING",), timeout=60)
-    _look(site)                                      # running
+    look(site)                                      # running
     cluster.sbatch(None, sbatch_args=("-p", "high", "-n", "4", "-o", "/dev/null", "--wrap", "sleep 1"))
     wait_for(lambda: cluster.field(low, "Restarts") == "1" and cluster.state(low) == "PENDING",
              90, 0.25, f"job {low} preempted, requeued and pending")
     assert cluster.field(low, "Reason") != "Preemption"  # what squeue says is no help
-    _look(site)                                      # pending again after running
+    look(site)                                      # pending again after running
     page = tmp_path / "report.html"
     done = site.watchdogs("report", "--out", str(page))
     assert done.returncode == 0, done.stderr

@@ -21,6 +21,7 @@ import pytest
 from tests.checks.test_nodes import Nodes
 from tests.helpers import accounted, left_the_queue, sh, tmpfs, wait_for
 from tests.report import browser
+from tests.report.conftest import look
 from tests.scheduler.conftest import Site
 from tests.trainguard.support import REQUEUE_SCRIPT, Cluster, read_steps, wait_for_step
 
@@ -29,16 +30,6 @@ pytestmark = [pytest.mark.slurm,
                                  reason="Debian's chromium is not installed (`make test-tools` installs it)")]
 FAST_HEALTH = {"TRAINGUARD_HEALTH_WINDOW": "2s", "TRAINGUARD_HEALTH_WARMUP": "2s",
                "TRAINGUARD_HEARTBEAT_EVERY": "1s"}
-
-
-@pytest.fixture
-def cluster(slurm_cluster: Path) -> Iterator[Cluster]:
-    """Every job submitted is cancelled afterwards."""
-    jobs = Cluster()
-    try:
-        yield jobs
-    finally:
-        jobs.cleanup()
 
 
 @pytest.fixture
@@ -59,12 +50,6 @@ def _config(site: Site, job_name: str, heartbeats: Path) -> None:
         '[[check]]\nname = "nodes"\ntype = "nodes"\npartition = "debug"\n')
 
 
-def _look(site: Site) -> None:
-    """One real scheduler run of every item (as cron would, or the chain at its tick)."""
-    done = site.watchdogs("run", "--once", timeout=120)
-    assert "Traceback" not in done.stderr, done.stderr
-
-
 def _fill(scratch: Path, mib: int) -> None:
     (scratch / f"fill-{mib}").write_bytes(b"\0" * (mib << 20))
 
@@ -76,10 +61,10 @@ def _requeue(cluster: Cluster, job: str, steps: Path, restart: int, site: Site) 
     sh("scancel", "--batch", "--signal=USR1", job)
     wait_for(lambda: cluster.field(job, "Restarts") == str(restart) and cluster.state(job) == "PENDING",
              90, 0.25, f"job {job} requeued ({restart}) and pending")
-    _look(site)
+    look(site)
     cluster.release_when_requeued(job, restart)
     wait_for_step(steps, before + 15, timeout=90)
-    _look(site)
+    look(site)
 
 
 def _db(site: Site) -> sqlite3.Connection:
@@ -93,7 +78,7 @@ def test_two_requeues_a_filling_tmpfs_and_a_drain_are_on_the_page_chromium_rende
     run, steps = tmp_path / "run", tmp_path / "steps"
     _config(site, name, run / "heartbeat")
     with tmpfs(site.root / "scratch", "16m") as scratch:
-        _look(site)                                   # the empty tmpfs, no job yet
+        look(site)                                   # the empty tmpfs, no job yet
         with _db(site) as db:
             db.execute("UPDATE disk_history SET t = t - 3600 WHERE check_name = 'scratch'")
         job = cluster.sbatch(REQUEUE_SCRIPT, "--steps", "100000", "--step-sleep", "0.05",
@@ -101,17 +86,17 @@ def test_two_requeues_a_filling_tmpfs_and_a_drain_are_on_the_page_chromium_rende
                              sbatch_args=("-o", str(tmp_path / "out.log"), "-J", name, "-p", "cpu"),
                              env={"RUN_DIR": str(run), **FAST_HEALTH})
         wait_for_step(steps, 100, timeout=120)
-        _look(site)
+        look(site)
         _fill(scratch, 4)
         _requeue(cluster, job, steps, 1, site)
         _fill(scratch, 5)
         _requeue(cluster, job, steps, 2, site)
         nodes.drain("node2", "report test: fan failure")
-        _look(site)
+        look(site)
         sh("scancel", job)                            # the user ends it: saved, then gone
         wait_for(lambda: accounted(job), 60, 0.5, f"job {job} in accounting")
         wait_for(lambda: left_the_queue(job), 120, 0.5, f"job {job} gone from squeue")
-        _look(site)
+        look(site)
         page = tmp_path / "report.html"
         done = site.watchdogs("report", "--out", str(page))
         assert done.returncode == 0, done.stderr

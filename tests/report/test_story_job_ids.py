@@ -7,31 +7,16 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import accounted, sh, wait_for
+from tests.report.conftest import look
 from tests.scheduler.conftest import Site
 from tests.trainguard.support import Cluster
 
 pytestmark = pytest.mark.slurm
-
-
-@pytest.fixture
-def cluster(slurm_cluster: Path) -> Iterator[Cluster]:
-    """Every job submitted is cancelled afterwards."""
-    jobs = Cluster()
-    try:
-        yield jobs
-    finally:
-        jobs.cleanup()
-
-
-def _look(site: Site) -> None:
-    done = site.watchdogs("run", "--once", timeout=120)
-    assert "Traceback" not in done.stderr, done.stderr
 
 
 @pytest.mark.timeout(180)
@@ -41,11 +26,11 @@ def test_the_ended_row_shows_the_resubmitted_run_its_text_explains_not_the_last_
     site.write_config(f'[[check]]\nname = "train"\ntype = "job"\njob_name = "{name}"\n')
     first = cluster.sbatch(None, sbatch_args=("-J", name, "-o", "/dev/null", "--wrap", "sleep 600"))
     cluster.wait_state(first, ("RUNNING",), timeout=60)
-    _look(site)                                          # running: job `first` seen
+    look(site)                                          # running: job `first` seen
     sh("scancel", first)
     second = cluster.sbatch(None, sbatch_args=("-J", name, "-o", "/dev/null", "--wrap", "exit 3"))
     wait_for(lambda: accounted(first) and accounted(second), 90, 0.25, "both runs in accounting")
-    _look(site)                                          # gone: the newest run explained
+    look(site)                                          # gone: the newest run explained
     page = tmp_path / "report.html"
     done = site.watchdogs("report", "--out", str(page))
     assert done.returncode == 0, done.stderr
