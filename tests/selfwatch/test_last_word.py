@@ -5,6 +5,7 @@ the whole chain gives one CRITICAL saying no successor is queued. `watchdogs sto
 nothing. One chain, one SMTP server, one dead man's switch for all three phases."""
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -68,7 +69,10 @@ def test_scancel_of_the_instance_alone_then_with_its_successors_gives_one_critic
 
     sh("scancel", "--me", f"--name={site.job_name}")  # b) the whole chain at once
     both = wait_for(lambda: chain_said(smtp)[1:], timeout=KILLWAIT_S + 2, what="the second last word")
-    assert len(both) == 1 and f"(job {second}) was cancelled by wdtest" in both[0], both
+    # Who ended it comes from accounting; under load slurmdbd may not have the cancel yet
+    # within the grace, and the words say what the instance itself saw (its SIGTERM).
+    assert len(both) == 1 and re.search(
+        rf"\(job {second}\) was (cancelled by wdtest|terminated \(SIGTERM\))", both[0]), both
     assert "no successor is queued: nothing watches from now on; restart: " + restart in both[0]
     wait_for(lambda: not live_jobs(site.job_name), timeout=30, what="the chain to be gone")
     marker.touch()  # c) something happens while nothing watches...

@@ -80,9 +80,10 @@ def test_a_frozen_rank_is_found_by_its_peer_the_job_resumes_identical_and_the_al
     config = watchdog_config(tmp_path, name, run / "heartbeat")
     tick = subprocess.run([sys.executable, "-m", "watchdogs", "--config", str(config), "run", "--once"],
                           capture_output=True, text=True, timeout=60)
-    alert = (tmp_path / "alerts.log").read_text()
-    assert f"first to stop: rank 1 ({frozen.host})" in alert, (alert, tick.stdout, tick.stderr)
-    assert re.search(r"rank 0 \(node\d\) stuck in \S+", alert) and "1st hang in 24 h" in alert
+    # The watchdog's first look comes after the requeued run trains again: the hang is over,
+    # and a recovery resolves it (issue 36), so the tick says so and opens no alert.
+    assert "recovered from the hang at step " in tick.stdout + tick.stderr, (tick.stdout, tick.stderr)
+    assert not (tmp_path / "alerts.log").exists() or "CRITICAL" not in (tmp_path / "alerts.log").read_text()
     cluster.wait_state(job, ("COMPLETED",), timeout=120)
     cluster.wait_state(ref, ("COMPLETED",), timeout=60)
     log = out.read_text()
