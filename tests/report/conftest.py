@@ -3,23 +3,12 @@ submission that cleans up after itself, and one real scheduler run (`look`)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.scheduler.conftest import Site
-from tests.trainguard.support import Cluster
-
-
-@pytest.fixture
-def cluster(slurm_cluster: Path) -> Iterator[Cluster]:
-    """Every job submitted is cancelled afterwards."""
-    jobs = Cluster()
-    try:
-        yield jobs
-    finally:
-        jobs.cleanup()
+from tests.trainguard.conftest import cluster  # noqa: F401 - a fixture, registered by importing it
 
 
 def look(site: Site) -> None:

@@ -42,28 +42,27 @@ def epoch(text: str, now: Callable[[], float] = time.time) -> float:
     return value
 
 
+def _whole_at_least(text: str, low: int, expected: str, high: int | None = None) -> int:
+    """A whole number in [low, high]; else argparse's error (exit 2) saying what was expected."""
+    value = _whole(text)
+    if value < low or (high is not None and value > high):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected {expected}")
+    return value
+
+
 def step(text: str) -> int:
     """A training step: 0 or more, or -1 for none."""
-    value = _whole(text)
-    if value < -1:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a step >= 0 (or -1: none)")
-    return value
+    return _whole_at_least(text, -1, "a step >= 0 (or -1: none)")
 
 
 def count(text: str) -> int:
     """How many so far: 0 or more."""
-    value = _whole(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number >= 0")
-    return value
+    return _whole_at_least(text, 0, "a whole number >= 0")
 
 
 def positive(text: str) -> int:
     """A whole number of at least 1 (nodes, a limit)."""
-    value = _whole(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number >= 1")
-    return value
+    return _whole_at_least(text, 1, "a whole number >= 1")
 
 
 def seconds(text: str) -> float:
@@ -76,17 +75,11 @@ def seconds(text: str) -> float:
 
 def exit_code(text: str) -> int:
     """A process exit code as the shell gives it: 0 to 255."""
-    value = _whole(text)
-    if not 0 <= value <= 255:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected an exit code 0-255")
-    return value
+    return _whole_at_least(text, 0, "an exit code 0-255", high=255)
 
 
 def pid(text: str) -> int:
-    value = _whole(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a process id >= 1")
-    return value
+    return _whole_at_least(text, 1, "a process id >= 1")
 
 
 def job_id(text: str) -> str:
