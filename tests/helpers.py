@@ -57,6 +57,22 @@ def accounted(job_id: str) -> bool:
     return record is not None and record.finished
 
 
+def unix_socket_at(path: Path) -> socket.socket:
+    """A socket bound at `path`, however deep: a socket's address holds at most 107 bytes,
+    and CI's pytest folders are longer, so it is bound through a short name of its folder
+    (/proc/self/fd/N/name). The caller closes it."""
+    sock = socket.socket(socket.AF_UNIX)
+    folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        sock.bind(f"/proc/self/fd/{folder}/{path.name}")
+    except OSError:
+        sock.close()
+        raise
+    finally:
+        os.close(folder)
+    return sock
+
+
 def free_port() -> int:
     """A TCP port nobody listens on now (the kernel's pick for port 0)."""
     with socket.socket() as sock:

@@ -73,19 +73,36 @@ def ended(slurm_cluster: Path, tmp_path_factory: pytest.TempPathFactory) -> Iter
         "array": submit(f"{prefix}-array", "--array=0", f"--chdir={folder}/work", "--exclude=node2",
                         "-o", "logs/%x-%A_%a.out", wrap=CRASH),
     }
+    slurmd_started = node_field("node2", "SlurmdStartTime")
+    stopped = False
     try:
         wait_for(lambda: job_state(ids["nodefail"]) == "RUNNING", timeout=60, what="job on node2 running")
         dev_cluster("node-stop", "node2")
+        stopped = True
         # RUNNING is the controller's word at allocation: cancelled before slurmd has launched
         # it (a loaded machine, cgroups to set up), a job can stay COMPLETING for a minute.
         wait_for(lambda: (folder / "cancel-started").exists(), timeout=60, what="job to cancel started")
         sh("scancel", ids["cancel"])
         yield Ended(folder, prefix, ids)
     finally:
+        # node2 first, and registered, then the cancels: a cancel sent while its slurmd is
+        # down is lost when the controller has not yet marked the node down (a module that
+        # ends within SlurmdTimeout, as one selected test does), and its job then stays
+        # COMPLETING, node2 with it.
+        if stopped:
+            dev_cluster("node-start", "node2")
+            wait_for(lambda: node_field("node2", "SlurmdStartTime") != slurmd_started, timeout=90,
+                     what="node2's slurmd registered again")
         sh("scancel", *ids.values(), check=False)
-        dev_cluster("node-start", "node2")
-        wait_for(lambda: sh("sinfo", "-h", "-n", "node2", "-o", "%T").strip() == "idle", timeout=90,
-                 what="node2 back in service")
+        wait_for(lambda: node_field("node2", "State") == "IDLE", timeout=180,
+                 what="node2 back in service (State=IDLE)")
+
+
+def node_field(node: str, field: str) -> str:
+    """One field of `scontrol show node` ('' when the controller does not answer)."""
+    out = sh("scontrol", "-o", "show", "node", node, check=False)
+    found = re.search(rf"\b{field}=(\S*)", out)
+    return found.group(1) if found else ""
 
 
 def mail_channel(port: int) -> str:

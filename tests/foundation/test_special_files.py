@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.checks.conftest import tick, write_config
+from tests.helpers import unix_socket_at
 from watchdogs.checks import jobfiles
 from watchdogs.filekind import NotRegular, kind_words, open_regular, read_regular, read_tail
 from watchdogs.fsprobe.bounded import FsError, probe
@@ -43,9 +44,7 @@ def special(tmp_path: Path) -> Iterator[Callable[[str], Path]]:
         if kind == "fifo":
             os.mkfifo(path)
         elif kind == "socket":
-            sock = socket.socket(socket.AF_UNIX)
-            sock.bind(str(path))
-            sockets.append(sock)
+            sockets.append(unix_socket_at(path))
         elif kind == "folder":
             path.mkdir()
         else:

@@ -8,7 +8,6 @@ import os
 import pwd
 import re
 import signal
-import socket
 import sqlite3
 import stat
 import subprocess
@@ -19,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import as_peer, wait_for
+from tests.helpers import as_peer, unix_socket_at, wait_for
 from tests.scheduler.conftest import Site, script
 from watchdogs import ownfiles
 from watchdogs.state import inbox
@@ -97,8 +96,8 @@ def test_entries_that_are_not_your_regular_files_are_set_aside_and_never_block_t
     (box / "001-folder.json").mkdir()
     (box / "002-link.json").symlink_to(valid)
     (box / "003-dangling.json").symlink_to(site.root / "nothing-here")
-    with socket.socket(socket.AF_UNIX) as sock:
-        sock.bind(str(box / "004-socket.json"))
+    with unix_socket_at(box / "004-socket.json"):
+        pass
     (box / "005-huge.json").write_bytes(b" " * (inbox.MAX_COMMAND_BYTES + 1))
     (box / b"006-caf\xe9.json".decode("utf-8", "surrogateescape")).mkdir()
     made = site.watchdogs("silence", "cron.hourly/*", "--for", "1h", "--reason", "disk swap")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import unix_socket_at
 from tests.scheduler.conftest import Site, script
 from watchdogs.state import snapshot
 
@@ -51,11 +52,9 @@ def _link(view: Path) -> None:
 
 
 def _socket(view: Path) -> None:
-    import socket
-
     view.unlink()
-    with socket.socket(socket.AF_UNIX) as sock:
-        sock.bind(str(view))
+    with unix_socket_at(view):
+        pass
 
 
 def _no_alert_table(view: Path) -> None:
