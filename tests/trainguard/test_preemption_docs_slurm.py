@@ -1,7 +1,8 @@
 """The preemption test of docs/trainguard.md, typed exactly as written there, against every
 shipped template and launch mode: each training saves, exits 140, is requeued and resumes
-from its checkpoint, and each template's log names the command. The four jobs run side by
-side on one cluster."""
+from its checkpoint, and each template's log names the command. Typed without --batch, the
+signal reaches the template's signal post (a job step), which hands it to the batch script
+and ends COMPLETED with each run. The four jobs run side by side on one cluster."""
 from __future__ import annotations
 
 import re
@@ -75,7 +76,14 @@ def test_the_documented_preemption_test_requeues_and_resumes_every_template(
         cluster.wait_state(launch.job, ("COMPLETED",), timeout=120)
         log = launch.out.read_text()
         assert f"preemption test: {' '.join(argv[:-1])} {launch.job}" in log, (launch.name, log[-3000:])
+        if "--batch" not in argv:  # the signal post took it and handed it to the batch script
+            assert "got SIGUSR1 as a job step (scancel without --batch): handing it to the batch script" \
+                in log, (launch.name, log[-3000:])
         assert "got SIGUSR1: forwarding it to" in log, (launch.name, log[-3000:])
+        # The post ends before its run does, never killed with the job ("CANCELLED", "Killed").
+        steps = sh("sacct", "-n", "-P", "-D", "-j", launch.target, "-o", "JobID,JobName,State").split()
+        posts = [line for line in steps if "|signal-post|" in line]
+        assert len(posts) >= 2 and all(p.endswith("|COMPLETED") for p in posts), (launch.name, steps)
         stops = re.findall(r"stopping after step (\d+): (\w+).*?-> exit (\d+)", log)
         assert stops and {(cause, code) for _, cause, code in stops} == {("user_signal", "140")}, \
             (launch.name, stops)
