@@ -23,7 +23,7 @@ def take_flock(path: Path, note: str) -> tuple[int | None, str | None]:
     is written into the file for whoever finds it held; (None, holder's note) when another
     process holds it; (None, None) when this filesystem cannot lock at all (some network
     mounts), where callers rely on the job chain alone."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

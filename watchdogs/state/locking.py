@@ -86,7 +86,7 @@ def probe(state_dir: Path, mountinfo: str | None = None) -> LockSupport:
     kind = classify(fstype, options)
     path = Path(state_dir) / ".lock-probe"
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             fcntl.flock(fd, fcntl.LOCK_UN)
