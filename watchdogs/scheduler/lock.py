@@ -13,6 +13,8 @@ import os
 import socket
 from pathlib import Path
 
+from watchdogs.errors import WatchdogsError
+
 LOCK_NAME = "scheduler.lock"
 NOTE_MAX = 4096
 """How much of a held lock's note is read (an item lock's JSON note names its item)."""
@@ -23,7 +25,13 @@ def take_flock(path: Path, note: str) -> tuple[int | None, str | None]:
     is written into the file for whoever finds it held; (None, holder's note) when another
     process holds it; (None, None) when this filesystem cannot lock at all (some network
     mounts), where callers rely on the job chain alone."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # a planted link: never written through
+            raise WatchdogsError(f"{path}: a symbolic link where the lock file belongs, refused (never "
+                                 "followed); remove it if you did not make it") from None
+        raise
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from tzlocal import get_localzone
 
 from watchdogs.dropins.safety import Refusal
+from watchdogs.errors import WatchdogsError
 from watchdogs.result import Status, worst
 from watchdogs.scheduler import metrics
 from watchdogs.scheduler.inbox import apply_pending, removed_items
@@ -111,6 +112,9 @@ def _settle_if_owner(store: StateStore, state_dir: Path, items: Iterable[str], r
             lock.release()
     except StateUnavailable:
         raise
+    except WatchdogsError as exc:  # said in words (a refused lock file): the runs' alerts still go out
+        LOG.error("queued changes and removed items could not be settled: %s", exc)
+        return []
     except Exception:  # the runs' own alerts must still go out
         LOG.exception("queued changes and removed items could not be settled; the next run tries again")
         return []
