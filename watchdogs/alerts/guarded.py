@@ -34,6 +34,8 @@ class GuardedSink:
         self.on_change = on_change
         self.problem: tuple[str, str] | None = None
         self._pending_problem = problem
+        self._store_fault: str | None = None
+        """The alert store's last unexpected error (a bug, not the disk), until it takes outcomes again."""
 
     @property
     def channels(self) -> Mapping[str, object]:
@@ -56,6 +58,16 @@ class GuardedSink:
                 outcomes = [o for o in outcomes if o.item in carried]
             except StateUnavailable as exc:
                 self.failed(exc.kind, exc.detail, now)
+            except Exception as exc:  # a fault of ours, not of the disk: the alerts go out from memory
+                LOG.exception("the alert store failed to take %d outcomes: delivering them directly",
+                              len(outcomes))
+                self._store_fault = f"{type(exc).__name__}: {exc}"
+                outcomes = [*outcomes, selfalerts.store_failed(self._store_fault, len(outcomes), now,
+                                                               list(self.direct.channels))]
+            else:
+                if self._store_fault is not None:
+                    self._store_fault = None
+                    outcomes = [*outcomes, selfalerts.store_ok(now, list(self.direct.channels))]
         if outcomes:
             self.direct.handle(outcomes, now)
 

@@ -87,6 +87,23 @@ def state_ok(now: datetime, channels: Sequence[str], note: str = "") -> ItemOutc
     return outcome(STATE, Status.OK, note or "the state directory can be written again", now, channels)
 
 
+ALERTS = "watchdogs:alerts"
+"""The alert store itself failing for a reason that is not the state directory (a bug)."""
+
+
+def store_failed(error: str, count: int, now: datetime, channels: Sequence[str]) -> ItemOutcome:
+    return outcome(ALERTS, Status.CRITICAL, f"watchdogs could not record {count} check result(s) in its "
+                   f"alert store ({error[:300]}): they were sent directly", now, channels,
+                   details=("no alert is lost: results go out from memory (no grouping with earlier ones, "
+                            "no retries after a restart) until the store takes them again; this is a bug "
+                            "of watchdogs, the scheduler log has the traceback",), key=(error[:300],),
+                   runbook="report the traceback after 'the alert store failed' in the scheduler's log")
+
+
+def store_ok(now: datetime, channels: Sequence[str]) -> ItemOutcome:
+    return outcome(ALERTS, Status.OK, "the alert store records check results again", now, channels)
+
+
 CHAIN = "watchdogs:chain"
 """The chain itself: about to go blind (WARNING), ended by something else than `stop`
 (CRITICAL), watching again (OK, with the gap's notice)."""
