@@ -18,8 +18,8 @@ from watchdogs.state.store import StateStore
 
 
 def failing(item: str, now: datetime) -> ItemOutcome:
-    return ItemOutcome(item, "dropin", CheckResult(Status.CRITICAL, "disk on fire", fingerprint="f1"), now, now,
-                       after=1)
+    result = CheckResult(Status.CRITICAL, "disk on fire", fingerprint="f1")
+    return ItemOutcome(item, "dropin", result, now, now, after=1)
 
 
 def test_a_tick_the_alert_store_cannot_take_is_sent_from_memory_and_said(
