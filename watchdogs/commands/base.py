@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from watchdogs.config import Config, find_config_path, load_config
+from watchdogs.fsprobe.answers import unanswered
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ Handler = Callable[[argparse.Namespace], CommandResult]
 
 
 def config_from_args(args: argparse.Namespace) -> Config:
-    return load_config(find_config_path(getattr(args, "config", None)))
+    return load_config(find_config_path(getattr(args, "config", None)), answers=unanswered)
 
 
 def channel_secrets(config: Config) -> tuple[str, ...]:

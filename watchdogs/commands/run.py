@@ -17,6 +17,7 @@ from watchdogs.alerts import build_sink, selfalerts
 from watchdogs.commands.base import CommandResult
 from watchdogs.config import Config, find_config_path, load_config
 from watchdogs.errors import ConfigError, ConfigProblem, WatchdogsError
+from watchdogs.fsprobe.answers import unanswered
 from watchdogs.plugins import CHECKS_GROUP, load_group
 from watchdogs.result import Status
 from watchdogs.scheduler.chain import lenient_settings
@@ -183,7 +184,7 @@ def _once(args: argparse.Namespace) -> CommandResult:
     broken: dict[str, list[ConfigProblem]] = {}
     path = find_config_path(args.config)
     try:
-        config = load_config(path, broken_channels=broken)
+        config = load_config(path, broken_channels=broken, answers=unanswered)
     except ConfigError:
         if not args.home:
             raise

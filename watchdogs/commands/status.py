@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sqlite3
 import time
 from pathlib import Path
@@ -19,7 +18,10 @@ from typing import Any
 
 from watchdogs.commands.base import CommandResult
 from watchdogs.config import Config, find_config_path, load_config
-from watchdogs.errors import ConfigProblem
+from watchdogs.config.paths import NOT_ANSWERING
+from watchdogs.errors import ConfigError, ConfigProblem
+from watchdogs.fsprobe.answers import unanswered
+from watchdogs.fsprobe.bounded import FsError, FsNotResponding, probe
 from watchdogs.plugins import CHECKS_GROUP, load_group
 from watchdogs.report.verdict import Verdict, Waiting, verdict
 from watchdogs.result import Status
@@ -43,8 +45,22 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def status(args: argparse.Namespace) -> CommandResult:
     set_aside: dict[str, list[ConfigProblem]] = {}
-    config = load_config(find_config_path(getattr(args, "config", None)), broken_channels=set_aside)
+    # A hung mount blocks every open() under it in the kernel, for good: the config's folders
+    # and the state folder are asked first, in a child process with a deadline, so that
+    # status says UNKNOWN rather than hangs.
+    try:
+        config = load_config(find_config_path(getattr(args, "config", None)), broken_channels=set_aside,
+                             answers=unanswered)
+    except ConfigError as exc:
+        hung = [p for p in exc.problems if p.expected == NOT_ANSWERING]
+        if not hung:
+            raise
+        return _not_answering(", ".join(f"{p.key} = {p.value}" for p in hung))
     state_dir = config.scheduler.state_dir
+    try:
+        free = _free_bytes(state_dir)
+    except FsNotResponding:
+        return _not_answering(f"state_dir = {state_dir}")
     # The view is looked at before anything opens it: a FIFO there would hang SQLite, and an
     # empty or cut-off file would read as "nothing recorded" (docs/state.md, "The view").
     problem = snapshot.problem_of(state_dir)
@@ -69,8 +85,7 @@ def status(args: argparse.Namespace) -> CommandResult:
     # An unusable view: not known (its finding says why).
     by_status = alerts.get("by_status", {}) if problem is None else None
     period = home_period(watching_mode(data), config.scheduler.tick)
-    found = verdict(watching, problem, by_status, alerts.get("waiting", ()), working, now, period,
-                    _free_bytes(state_dir))
+    found = verdict(watching, problem, by_status, alerts.get("waiting", ()), working, now, period, free)
     code, summary = _CODES[found.status.name], _summary(found, data, watching)
     data["scheduler"]["watching"] = _watching_data(watching, now)
     data["findings"] = [{"code": f.code, "status": f.status.name, "words": f.words} for f in found.findings]
@@ -83,14 +98,30 @@ def status(args: argparse.Namespace) -> CommandResult:
 _CODES = {"OK": 0, "WARNING": 1, "CRITICAL": 2, "UNKNOWN": 3}
 
 
+def _not_answering(what: str) -> CommandResult:
+    """UNKNOWN, Nagios-style: nothing about the watchdog can be told from this host."""
+    text = (f"WATCHDOGS UNKNOWN: {what}: the filesystem does not answer (a hung or dead mount?); nothing "
+            "about the watchdog can be told from this host | state_answers=0\n"
+            "`ls` there would hang too: ask the admins, or run `watchdogs status` on a host where it answers")
+    return CommandResult(text, {"exit_code": 3, "problem": f"{what}: the filesystem does not answer"},
+                         exit_code=3)
+
+
+STATE_ANSWER_S = 5.0
+"""How long the state folder's filesystem may take to answer a statvfs (a live NFS answers in ms)."""
+
+
 def _free_bytes(state_dir: Path) -> int | None:
     """Bytes free to this user on the state folder's filesystem; None when it cannot be asked
-    (no folder yet: nothing ever ran, which the watching finding says)."""
+    (no folder yet: nothing ever ran, which the watching finding says). FsNotResponding when
+    it does not answer within STATE_ANSWER_S."""
     try:
-        st = os.statvfs(state_dir)
-    except OSError:
+        found = probe("statvfs", {"path": str(state_dir)}, STATE_ANSWER_S, str(state_dir))
+    except FsNotResponding:
+        raise
+    except FsError:
         return None
-    return st.f_bavail * st.f_frsize
+    return int(found["bytes_total"]) - int(found["bytes_used"])  # available to users, as df says
 
 
 def watching_mode(data: dict[str, Any]) -> str | None:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,21 +17,27 @@ from watchdogs.config.model import (
     frozen_map,
 )
 from watchdogs.config.options import Option
-from watchdogs.config.paths import path_problem
+from watchdogs.config.paths import NOT_ANSWERING, path_problem
 from watchdogs.config.source import parse_toml, read_toml
 from watchdogs.config.tables import validate_table
 from watchdogs.errors import ConfigError, ConfigProblem
 from watchdogs.plugins import CHECKS_GROUP, NOTIFIERS_GROUP, Registry, load_group
 from watchdogs.textsafe import control_characters
 
+Answers = Callable[[Sequence[Path]], frozenset[Path]]
+"""Of these paths, the ones whose filesystem did not answer in time (a hung mount): a probe
+with a deadline, in a child process (watchdogs.fsprobe.answers), passed in by the caller."""
+
 
 class _Problems:
     """Every problem of one file, in the order found. (A plain class: a dataclass costs
     about a millisecond to define, on the path of every command that reads the config.)"""
 
-    def __init__(self, file: str) -> None:
+    def __init__(self, file: str, answers: Answers | None = None) -> None:
         self.file = file
         self.items: list[ConfigProblem] = []
+        self.answers = answers
+        """The load's probe of its paths' filesystems (see load_config), or None."""
 
     def add(self, table: str, key: str, value: Any, expected: str) -> None:
         self.items.append(ConfigProblem(self.file, table, key, value, expected))
@@ -43,13 +49,16 @@ class _Problems:
 
 def load_config(path: str | os.PathLike[str], checks: Registry | None = None,
                 notifiers: Registry | None = None, *, source: bytes | None = None,
-                broken_channels: dict[str, list[ConfigProblem]] | None = None) -> Config:
+                broken_channels: dict[str, list[ConfigProblem]] | None = None,
+                answers: Answers | None = None) -> Config:
     """`source`: parse these bytes (e.g. the last good copy) as if they were the file at
     `path`. `broken_channels`: when given, a [[notify]] table with problems does not fail
     the load; it is left out of the config and its problems are put there by channel
-    name (the scheduler disables that channel alone and says so on the others)."""
+    name (the scheduler disables that channel alone and says so on the others).
+    `answers`: asked first about the folders the config must check, so that a folder on a
+    hung mount is a problem in words (NOT_ANSWERING) instead of a load that never returns."""
     path = Path(path).expanduser().absolute()
-    problems = _Problems(str(path))
+    problems = _Problems(str(path), answers)
     raw = read_toml(path) if source is None else parse_toml(source, path)
     base = path.parent
     if source is None:
@@ -136,7 +145,7 @@ def _section(raw: dict[str, Any], name: str, options: Mapping[str, Any], problem
                 and isinstance(value, str):
             values[key] = Path(value).expanduser()
     values = {k: _resolve(v, base) for k, v in values.items()}
-    problems.extend(f"[{name}]", _path_problems(table, values, options, base))
+    problems.extend(f"[{name}]", _path_problems(table, values, options, base, problems.answers))
     return values
 
 
@@ -153,9 +162,11 @@ def _climbs_past_root(given: str, base: Path) -> bool:
 
 
 def _path_problems(raw: Mapping[str, Any], values: Mapping[str, Any], options: Mapping[str, Option],
-                   base: Path) -> list[tuple[str, Any, str]]:
+                   base: Path, answers: Answers | None = None) -> list[tuple[str, Any, str]]:
     """Folders that must exist (or be creatable), checked once relative paths are resolved."""
     found = []
+    checked = [v for k, o in options.items() if o.exists and isinstance(v := values.get(k), Path)]
+    hung = answers(checked) if answers is not None and checked else frozenset()
     for key, option in options.items():
         value = values.get(key)
         given = raw.get(key)
@@ -164,7 +175,7 @@ def _path_problems(raw: Mapping[str, Any], values: Mapping[str, Any], options: M
                                       "config's folder has levels)"))
             continue
         if option.exists and isinstance(value, Path):
-            reason = path_problem(value, option.exists)
+            reason = NOT_ANSWERING if value in hung else path_problem(value, option.exists)
             if reason:
                 found.append((key, raw.get(key, str(value)), reason))
     return found
@@ -221,7 +232,7 @@ def _plugin_table(table: Any, label: str, kind: str, common: Mapping[str, Any],
     own, found = validate_table(table, cls.options, skip=tuple(common))
     # Resolve relative paths first, so cross-key rules (e.g. secret-file permissions) see the real file.
     own = {k: _resolve(v, base) for k, v in own.items()}
-    found += _path_problems(table, own, cls.options, base)
+    found += _path_problems(table, own, cls.options, base, problems.answers)
     if kind == "notify":
         found += _control_problems(own)
     if not found:

@@ -59,6 +59,11 @@ named_kind("name", name)
 named_kind("slurm_name", slurm_name)
 
 
+NOT_ANSWERING = ("a path on a filesystem that answers (it did not within seconds: a hung or dead mount? "
+                 "`ls` there would hang too; ask the admins)")
+"""The problem of a path whose filesystem did not answer the load's probe (loader.Answers)."""
+
+
 def path_problem(value: Path, exists: str) -> str | None:
     """Why a resolved path option cannot be used as `exists` asks, or None."""
     where = Path(os.path.normpath(value))

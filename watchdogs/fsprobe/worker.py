@@ -7,6 +7,7 @@ and a statvfs needs none of the scan's or trainguard's modules.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
@@ -125,8 +126,20 @@ def op_newest_entry(directory: str) -> str | None:
     return max(entries)[1] if entries else None
 
 
+def op_answers(paths: list[str]) -> int:
+    """Stat each path, or its nearest existing parent, as the config's checks will: returns
+    once every filesystem on the way has answered (the caller's deadline is the point)."""
+    for path in paths:
+        where = os.path.normpath(path)
+        while not os.path.lexists(where) and where != os.path.dirname(where):
+            where = os.path.dirname(where)
+        with contextlib.suppress(OSError):
+            os.stat(where)
+    return len(paths)
+
+
 OPS: dict[str, Callable[..., Any]] = {"statvfs": op_statvfs, "newest": op_newest, "heartbeats": op_heartbeats,
-       "scan": op_scan, "newest_entry": op_newest_entry}
+       "scan": op_scan, "newest_entry": op_newest_entry, "answers": op_answers}
 
 
 def main(argv: list[str]) -> None:

@@ -16,11 +16,12 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 
-from watchdogs import ownfiles
+from watchdogs import ownfiles, units
 from watchdogs.alerts import build_guarded_sink, selfalerts
 from watchdogs.alerts.guarded import GuardedSink
 from watchdogs.config.model import SchedulerSettings
 from watchdogs.errors import WatchdogsError
+from watchdogs.fsprobe.answers import SCHEDULER_S, unanswered
 from watchdogs.plugins import CHECKS_GROUP, Registry, load_group
 from watchdogs.scheduler import chain, handover, remedies, startup
 from watchdogs.scheduler.chores import Periodic
@@ -31,7 +32,14 @@ from watchdogs.scheduler.loop import Scheduler
 from watchdogs.scheduler.publish import StateOwner
 from watchdogs.scheduler.records import Records
 from watchdogs.scheduler.stopflag import StopFlag, is_handover
-from watchdogs.scheduler.successor import RETRY_S, OnBlind, cancel_successors, pending_words, secure_successor
+from watchdogs.scheduler.successor import (
+    RETRY_S,
+    OnBlind,
+    SuccessorKeeper,
+    cancel_successors,
+    pending_words,
+    secure_successor,
+)
 from watchdogs.sink import ItemOutcome
 from watchdogs.slurmctl.runner import SlurmRunner, run_slurm
 from watchdogs.state import locking
@@ -49,11 +57,13 @@ def run_instance(config_path: Path, *, chained: bool, stop: StopFlag, registry: 
     env = dict(os.environ if env is None else env)
     registry = registry or load_group(CHECKS_GROUP)
     settings = chain.lenient_settings(config_path, env)
+    job_id = env.get("SLURM_JOB_ID") or None
+    if _state_hung(settings, job_id if chained else None, chained, env, runner, clock):
+        return 3
     if settings.stop_file.exists():
         LOG.warning("stop file %s exists: not starting%s (`watchdogs start` removes it)", settings.stop_file,
                     " and submitting no successor" if chained else "")
         return 0 if chained else 1
-    job_id = env.get("SLURM_JOB_ID") or None
     if chained and job_id and not _submitted_by_hand(settings, env):
         taken = handover.take_over(settings, job_id, env, runner)
         if not taken.go_on:
@@ -291,6 +301,22 @@ def _config_failed(loaded: startup.LoadedConfig, state: startup.State, records: 
     finally:
         _end(records, instance, clock(), f"config error ({count} problem{'s' if count != 1 else ''})")
         lock.release()
+
+
+def _state_hung(settings: chain.ChainSettings, job_id: str | None, chained: bool, env: Mapping[str, str],
+                runner: SlurmRunner, clock: Callable[[], float]) -> bool:
+    """Every step of an instance reads or writes the state folder: on a hung mount the first
+    would block in the kernel for good, a silent instance holding the chain's place. Said
+    instead, and the chain goes on after the longest crash backoff (its crashes cannot be
+    counted: they are recorded there); the dead man's switch, no longer pinged, tells someone."""
+    if not unanswered([settings.state_dir], SCHEDULER_S):
+        return False
+    later = f", and its successors begin in {units.format_duration(chain.BACKOFF_CAP_S)}" if chained else ""
+    LOG.error("state folder %s does not answer (a hung or dead mount?): nothing can be watched from it; "
+              "this instance ends now (exit 3)%s", settings.state_dir, later)
+    if chained:
+        SuccessorKeeper(settings, job_id, chain.BACKOFF_CAP_S, env, runner).try_now(clock())
+    return True
 
 
 def _take_lock(lock: Lock, who: str) -> str | None:

@@ -9,7 +9,7 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -19,8 +19,10 @@ import psutil
 
 from watchdogs.alerts import selfalerts
 from watchdogs.config import Config, load_config
+from watchdogs.config.paths import NOT_ANSWERING
 from watchdogs.config.sections import SCHEDULER
 from watchdogs.errors import ConfigError, ConfigProblem, WatchdogsError
+from watchdogs.fsprobe.answers import SCHEDULER_S, unanswered
 from watchdogs.plugins import Registry
 from watchdogs.sink import ItemOutcome, ResultSink
 from watchdogs.state import lastgood
@@ -47,13 +49,18 @@ class LoadedConfig:
         return not self.problems
 
 
+def _scheduler_answers(paths: Sequence[Path]) -> frozenset[Path]:
+    return unanswered(paths, SCHEDULER_S)
+
+
 def load(config_path: Path, state_dir: Path, registry: Registry) -> LoadedConfig:
     """The config; a [[notify]] table with problems only disables that channel. When the
     file does not load at all, the last good copy from `state_dir` (or None)."""
     disabled: dict[str, list[ConfigProblem]] = {}
     try:
         source = config_path.expanduser().read_bytes()
-        config = load_config(config_path, checks=registry, source=source, broken_channels=disabled)
+        config = load_config(config_path, checks=registry, source=source, broken_channels=disabled,
+                             answers=_scheduler_answers)
         return LoadedConfig(config, (), channel_reasons(disabled), source)
     except OSError as exc:
         problems: tuple[str, ...] = (f"{config_path}: cannot read config: {exc.strerror}",)
@@ -61,12 +68,15 @@ def load(config_path: Path, state_dir: Path, registry: Registry) -> LoadedConfig
         problems = tuple(str(p) for p in exc.problems)
     except WatchdogsError as exc:
         problems = (str(exc),)
+    if any(NOT_ANSWERING in p for p in problems):  # the last good copy lives there: never read
+        return LoadedConfig(None, problems)
     copy = lastgood.load(state_dir)
     if copy is None:
         return LoadedConfig(None, problems)
     disabled = {}
     try:
-        config = load_config(config_path, checks=registry, source=copy, broken_channels=disabled)
+        config = load_config(config_path, checks=registry, source=copy, broken_channels=disabled,
+                             answers=_scheduler_answers)
     except WatchdogsError as exc:
         LOG.error("the last good copy of the config does not load either: %s", exc)
         return LoadedConfig(None, problems)

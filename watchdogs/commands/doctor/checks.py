@@ -18,6 +18,7 @@ from typing import Any
 
 from watchdogs.config import Config, find_config_path, load_config
 from watchdogs.errors import ConfigError, SlurmError, WatchdogsError
+from watchdogs.fsprobe.answers import unanswered
 from watchdogs.fsprobe.mounts import MOUNTINFO, Mount, mount_of
 from watchdogs.result import Status
 from watchdogs.slurmctl.runner import SlurmRunner
@@ -52,7 +53,7 @@ class Finding:
 
 def check_config(config_arg: str | None) -> tuple[Config | None, Finding]:
     try:
-        config = load_config(find_config_path(config_arg))
+        config = load_config(find_config_path(config_arg), answers=unanswered)
     except ConfigError as exc:
         problems = [str(p) for p in exc.problems]
         shown = "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
