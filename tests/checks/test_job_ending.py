@@ -199,3 +199,18 @@ def test_moment_has_date_and_zone_and_sizes_have_units() -> None:
     assert humanize.size(61.8 * 2**30) == "61.8 GiB"
     assert humanize.percent(61.8, 64) == "97 %"
     assert [humanize.ordinal(n) for n in (1, 2, 3, 4, 11, 22)] == ["1st", "2nd", "3rd", "4th", "11th", "22nd"]
+
+
+@pytest.mark.parametrize(("code", "words"), [
+    ("4:0", "exit 4: trainguard could not save a checkpoint for the requeue it wanted (the checkpoint "
+            "folder is full, over quota or not writable): not requeued"),
+    ("5:0", "exit 5: trainguard stopped on a NaN/Inf loss without saving the poisoned state"),
+    ("3:0", "exit 3: trainguard's requeue-loop protection"),
+])
+def test_trainguards_own_exit_codes_are_said_in_words_when_the_run_kept_its_records(code: str, words: str) -> None:
+    facts = e.EndFacts.from_sacct(parse_sacct(RECORDED)["3"], USERS)
+    facts = e.EndFacts(**{**facts.__dict__, "exit_code": code})
+    assert words in e.explain(facts, {}, ["node1"], e.Progress(1200)).sentence()
+    # Without trainguard's records the number may mean anything: said as a number only.
+    bare = e.explain(facts, {}, ["node1"]).sentence()
+    assert "trainguard" not in bare and f"exit {code[0]}" in bare, bare

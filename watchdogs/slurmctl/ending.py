@@ -102,6 +102,15 @@ class EndFacts:
         return self.state in ("FAILED", "CANCELLED") and self.steps_killed and over
 
 
+TRAINGUARD_EXITS = {
+    3: "trainguard's requeue-loop protection (the chain restarted without advancing a step)",
+    4: ("trainguard could not save a checkpoint for the requeue it wanted (the checkpoint folder is "
+        "full, over quota or not writable): not requeued; free space or fix the folder, then resubmit"),
+    5: "trainguard stopped on a NaN/Inf loss without saving the poisoned state: not requeued",
+}
+"""trainguard's exits that end a chain on purpose (docs/trainguard.md); 1 is the training's own."""
+
+
 @dataclass(frozen=True)
 class Progress:
     """The training's own records: trainguard's heartbeat and newest complete checkpoint."""
@@ -161,7 +170,9 @@ class Ending:
             return f"was preempted{on}{after} (a higher-priority job took its resources)"
         if self.kind == FAILED:
             status = humanize.slurm_exit(f.exit_code)
-            return f"failed{on}{after}" + (f": {status}" if status else " (exit status not recorded)")
+            said = self._trainguard_code()
+            return (f"failed{on}{after}" + (f": {status}" if status else " (exit status not recorded)")
+                    + (f": {said}" if said else ""))
         if self.kind == CANCELLED:
             return f"was cancelled{self._by()}{after}"
         if self.kind == COMPLETED:
@@ -191,6 +202,14 @@ class Ending:
             text += (f" (Slurm recorded {f.state}, {humanize.slurm_exit(f.exit_code)}: its "
                      "memory enforcement kills a step that passes its request)")
         return text
+
+    def _trainguard_code(self) -> str:
+        """trainguard's own exit codes in words (its documented contract, trainguard/causes.py),
+        when the run kept trainguard's records: a bare "exit 4" says nothing at 3 am."""
+        code, _, _ = self.facts.exit_code.partition(":")
+        if self.progress.step is None or not code.isdigit():
+            return ""
+        return TRAINGUARD_EXITS.get(int(code), "")
 
     def _timeout(self, after: str) -> str:
         f, p = self.facts, self.progress
