@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from watchdogs.scheduler.lock import LOCK_NAME, take_flock
+from watchdogs.scheduler.lock import HOME_NOTE, LOCK_NAME, take_flock
 
 HOME_KINDS = ("scrontab", "cron", "timer")
 HOME_PERIOD_S = 60.0
@@ -42,9 +42,9 @@ def take_turn(state_dir: Path, stop_file: Path, kind: str, alive_elsewhere: str 
         return Turn(None, f"stopped by `watchdogs stop` ({stop_file} exists); `watchdogs start --home "
                           f"{kind}` starts it again")
     state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    # "command" first: a chain instance starting meanwhile waits for this short run to end
-    # (watchdogs.scheduler.instance) rather than give up.
-    note = (f"command run --once --home {kind} (pid {os.getpid()} on {socket.gethostname()}, "
+    # HOME_NOTE first: a chain instance starting meanwhile waits for this run to end
+    # (watchdogs.scheduler.lock.wait_for_holder) rather than give up.
+    note = (f"{HOME_NOTE} {kind} (pid {os.getpid()} on {socket.gethostname()}, "
             f"since {time.strftime('%H:%M:%S')})\n")
     fd, holder = take_flock(state_dir / LOCK_NAME, note)
     if holder:

@@ -27,7 +27,7 @@ from watchdogs.scheduler import chain, handover, remedies, startup
 from watchdogs.scheduler.chores import Periodic
 from watchdogs.scheduler.deadman import DeadMansSwitch
 from watchdogs.scheduler.lastword import LastWord
-from watchdogs.scheduler.lock import Lock
+from watchdogs.scheduler.lock import Lock, wait_for_holder
 from watchdogs.scheduler.loop import Scheduler
 from watchdogs.scheduler.publish import StateOwner
 from watchdogs.scheduler.records import Records
@@ -46,7 +46,6 @@ from watchdogs.state import locking
 from watchdogs.state.store import CORRUPT, StateStore, state_problem
 
 LOG = logging.getLogger("watchdogs.scheduler")
-COMMAND_LOCK_WAIT_S = 15.0
 
 
 def run_instance(config_path: Path, *, chained: bool, stop: StopFlag, registry: Registry | None = None,
@@ -320,13 +319,18 @@ def _state_hung(settings: chain.ChainSettings, job_id: str | None, chained: bool
 
 
 def _take_lock(lock: Lock, who: str) -> str | None:
-    """The scheduler lock; a login-node command applying a change directly holds it for a
-    moment (see watchdogs.commands.changes): wait that out rather than end the instance."""
-    deadline = time.monotonic() + COMMAND_LOCK_WAIT_S
+    """The scheduler lock; a login-node command applying a change, or a home's run, holds it
+    for a while (see watchdogs.scheduler.lock.wait_for_holder): wait that out rather than end
+    the instance."""
+    started = time.monotonic()
+    told = ""
     while True:
         holder = lock.acquire(who)
-        if not holder or not holder.startswith("command") or time.monotonic() > deadline:
+        if not holder or time.monotonic() - started > wait_for_holder(holder):
             return holder
+        if holder != told:
+            LOG.info("the state is held by %s: waiting for it to end", holder.strip())
+            told = holder
         time.sleep(0.2)
 
 

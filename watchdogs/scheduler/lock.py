@@ -20,6 +20,24 @@ NOTE_MAX = 4096
 """How much of a held lock's note is read (an item lock's JSON note names its item)."""
 
 
+COMMAND_NOTE = "command"
+"""How a short holder's note begins (a login-node command applying a change, a home's run)."""
+HOME_NOTE = "command run --once --home"
+"""How a home's run's note begins (watchdogs.scheduler.home)."""
+COMMAND_WAIT_S = 15.0
+HOME_WAIT_S = 600.0
+"""A home's run holds the lock while its due items run; their own timeouts end it sooner."""
+
+
+def wait_for_holder(holder: str) -> float:
+    """How long a starting scheduler waits for `holder` to let go: a command's moment, a
+    home's run (it watches meanwhile; giving up would end the instance, and the chain would
+    back off for nothing), never another scheduler (0: that one keeps the state)."""
+    if holder.startswith(HOME_NOTE):
+        return HOME_WAIT_S
+    return COMMAND_WAIT_S if holder.startswith(COMMAND_NOTE) else 0.0
+
+
 def take_flock(path: Path, note: str) -> tuple[int | None, str | None]:
     """Try an exclusive flock on `path` without waiting: (our fd, None) when taken, and `note`
     is written into the file for whoever finds it held; (None, holder's note) when another
