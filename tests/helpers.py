@@ -73,6 +73,23 @@ def unix_socket_at(path: Path) -> socket.socket:
     return sock
 
 
+def free_rendezvous_port() -> int:
+    """A free port below the kernel's ephemeral range (32768 up): a training's rendezvous port
+    and the templates' in-place offsets (+997 each, three restarts) must not land where any
+    outgoing connection (sacct, SMTP, another cluster's job) may already hold one. Bound to
+    be sure it is free now."""
+    import random
+
+    for port in random.sample(range(20000, 28000), 200):
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise OSError("no free port in 20000-28000")
+
+
 def free_port() -> int:
     """A TCP port nobody listens on now (the kernel's pick for port 0)."""
     with socket.socket() as sock:

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.helpers import free_port, job_state, sh, wait_for
+from tests.helpers import free_rendezvous_port, job_state, sh, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 TRAIN_TINY = REPO / "slurm" / "train_tiny.py"
@@ -74,8 +74,9 @@ class Cluster:
         """Submit `script` (None: sbatch_args hold a --wrap) with the venv's bin on PATH."""
         # Every node of every dev cluster is this one host, and CI runs three clusters at
         # once, each numbering its jobs from 1: the templates' default rendezvous port (from
-        # the job id) made job 76 of one cluster join job 76 of another. A free port each.
-        env = {"MASTER_PORT": str(free_port()), **(env or {})}
+        # the job id) made job 76 of one cluster join job 76 of another. A free port each,
+        # below the ephemeral range (an in-place restart found its +997 port taken: EADDRINUSE).
+        env = {"MASTER_PORT": str(free_rendezvous_port()), **(env or {})}
         exports = ",".join(["ALL", f"PATH={VENV_BIN}:{os.environ['PATH']}",
                             *(f"{k}={v}" for k, v in env.items())])
         target = [str(script), *train_args] if script is not None else []

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import sh
+from tests.helpers import sh, wait_for
 from tests.trainguard.support import (
     ARRAY_SCRIPT,
     REPO,
     REQUEUE_SCRIPT,
     TORCHRUN_SCRIPT,
     Cluster,
-    wait_for_step,
+    read_steps,
 )
 
 pytestmark = pytest.mark.slurm
@@ -61,15 +61,26 @@ def submit_all(cluster: Cluster, tmp_path: Path) -> list[Launch]:
     return launches
 
 
+def trained(steps: Path, at_least: int) -> bool:
+    done = read_steps(steps) if steps.exists() else []
+    return bool(done) and done[-1] >= at_least
+
+
 @pytest.mark.timeout(360)
 def test_the_documented_preemption_test_requeues_and_resumes_every_template(
         cluster: Cluster, tmp_path: Path) -> None:
     argv = documented_preemption_test()
     launches = submit_all(cluster, tmp_path)
-    for launch in launches:
-        wait_for_step(launch.steps, 20, timeout=120)
-        # scancel 22.05 may exit 229 for an array task it did signal (see test_slurm_switches.py).
-        sh(*[launch.target if a == "JOB" else a for a in argv], check=False)
+    # Each job is signalled once it trains (step 20), in whichever order they get there: one
+    # waited for in turn may have finished its 400 steps while a slower one started up.
+    waiting = list(launches)
+    def signal_those_training() -> bool:
+        for launch in [w for w in waiting if trained(w.steps, 20)]:
+            # scancel 22.05 may exit 229 for an array task it did signal (see test_slurm_switches.py).
+            sh(*[launch.target if a == "JOB" else a for a in argv], check=False)
+            waiting.remove(launch)
+        return not waiting
+    wait_for(signal_those_training, 120, 0.1, "every job at step 20")
     for launch in launches:
         cluster.release_when_requeued(launch.job, 1, 180)  # four jobs at once, on a loaded CI machine
     for launch in launches:
