@@ -62,6 +62,7 @@ STATUS_MODULES = {
     "watchdogs.checks", "watchdogs.checks.base", "watchdogs.checks.job",
     "watchdogs.checks.jobnotices", "watchdogs.checks.log_stale", "watchdogs.checks.disk",
     "watchdogs.checks.nodes", "watchdogs.fsprobe", "watchdogs.fsprobe.bounded",
+    "watchdogs.fsprobe.answers",  # the config's folders asked with a deadline (a hung mount)
     "watchdogs.slurmctl", "watchdogs.slurmctl.resubmit", "watchdogs.slurmctl.transitions",
     "watchdogs.slurmctl.hostlist", "watchdogs.slurmctl.slurmtime",
     "notifiers", "notifiers.base", "notifiers.logfile", "notifiers.secrets",

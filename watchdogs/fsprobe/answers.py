@@ -7,7 +7,6 @@ processes itself)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from watchdogs.fsprobe.bounded import FsError, FsNotResponding, probe
@@ -25,6 +24,8 @@ def unanswered(paths: Sequence[Path], timeout: float = COMMAND_S) -> frozenset[P
         return frozenset()
     if len(paths) == 1:
         return frozenset(paths)
+    from concurrent.futures import ThreadPoolExecutor  # here: only when one did not answer
+
     with ThreadPoolExecutor(max_workers=len(paths)) as pool:
         answered = list(pool.map(lambda p: _answers([p], timeout), paths))
     return frozenset(p for p, ok in zip(paths, answered, strict=True) if not ok)
