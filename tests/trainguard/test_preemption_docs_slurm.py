@@ -91,6 +91,7 @@ def test_the_documented_preemption_test_requeues_and_resumes_every_template(
             assert "got SIGUSR1 as a job step (scancel without --batch): handing it to the batch script" \
                 in log, (launch.name, log[-3000:])
         assert "got SIGUSR1: forwarding it to" in log, (launch.name, log[-3000:])
+        assert "signal-post:" not in log, (launch.name, log[-3000:])  # the post's shell said nothing wrong
         # The post ends before its run does, never killed with the job ("CANCELLED", "Killed").
         steps = sh("sacct", "-n", "-P", "-D", "-j", launch.target, "-o", "JobID,JobName,State").split()
         posts = [line for line in steps if "|signal-post|" in line]
