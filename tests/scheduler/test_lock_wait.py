@@ -20,17 +20,17 @@ def test_a_home_runs_hold_is_waited_out_a_commands_briefly_and_another_scheduler
         assert wait_for_holder(holder) == HOME_WAIT_S
     finally:
         turn.release()
-    command = Lock(state)
-    assert command.acquire("command silence (pid 1 on login1)") is None
+    assert wait_for_holder(held_by(state, "command silence (pid 1 on login1)")) == COMMAND_WAIT_S
+    assert wait_for_holder(held_by(state, "job 41")) == 0.0
+
+
+def held_by(state: Path, who: str) -> str:
+    """The holder's note a starting scheduler reads while `who` holds the lock."""
+    lock = Lock(state)
+    assert lock.acquire(who) is None
     try:
         held = Lock(state).acquire("job 42")
-        assert held is not None and wait_for_holder(held) == COMMAND_WAIT_S
+        assert held is not None and held.startswith(who), held
+        return held
     finally:
-        command.release()
-    scheduler = Lock(state)
-    assert scheduler.acquire("job 41") is None
-    try:
-        held = Lock(state).acquire("job 42")
-        assert held is not None and held.startswith("job 41") and wait_for_holder(held) == 0.0
-    finally:
-        scheduler.release()
+        lock.release()
