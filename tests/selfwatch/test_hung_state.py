@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.checks.hung_mount import fuse_available, hung_mount
+from watchdogs.fsprobe import answers
 
 WATCHDOGS = [sys.executable, "-m", "watchdogs"]
 
@@ -57,3 +58,12 @@ def test_status_run_once_and_run_on_a_hung_state_folder_say_so_within_seconds(hu
     assert f"state folder {hung_site.parent / 'mnt' / 'state'} does not answer (a hung or dead mount?)" \
         in err, err[-2000:]
     assert all("Traceback" not in e for (_, e), _ in done.values()), done
+
+
+@pytest.mark.timeout(60)
+def test_without_coreutils_stat_the_python_probe_tells_the_same(hung_site: Path, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(answers, "STAT_TOOLS", ())
+    hung, fine = tmp_path / "mnt" / "state", tmp_path / "not-yet" / "state"
+    assert answers.unanswered([fine, hung], timeout=2.0) == frozenset({hung})
+    assert answers.unanswered([fine], timeout=2.0) == frozenset()
