@@ -33,7 +33,10 @@ MIN_GAP = PERIOD * 0.6
 def live_jobs(name: str) -> list[tuple[str, str, str]]:
     """(id, state, reason) of this user's live jobs with that name, oldest first."""
     out = sh("squeue", "--me", "--noheader", f"--name={name}", "--format=%i|%T|%r", check=False)
-    return [tuple(line.split("|")) for line in out.split()]  # type: ignore[misc]  # why: --format gives three fields
+    # One job a line (a reason may hold spaces); a line of squeue's own error (check=False: a
+    # busy controller's timeout) is no job, and reads as "nothing known" this time.
+    rows = [line.split("|", 2) for line in out.splitlines()]
+    return [(r[0], r[1], r[2]) for r in rows if len(r) == 3]
 
 
 def running(name: str, not_: tuple[str, ...] = ()) -> str | None:
@@ -44,8 +47,8 @@ def chain_job(site: Site, role: str, predecessor: str) -> str | None:
     """The pending chain job of that role queued by that instance (its --comment)."""
     out = sh("squeue", "--me", "--noheader", f"--name={site.job_name}", "--states=PENDING",
              "--format=%i|%k", check=False)
-    jobs = (line.split("|", 1) for line in out.split())
-    return next((j for j, c in jobs if c == f"watchdogs:{role}:{predecessor}"), None)
+    jobs = (line.split("|", 1) for line in out.splitlines())
+    return next((j[0] for j in jobs if len(j) == 2 and j[1] == f"watchdogs:{role}:{predecessor}"), None)
 
 
 def settled(site: Site) -> str | None:

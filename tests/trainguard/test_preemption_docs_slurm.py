@@ -61,6 +61,17 @@ def submit_all(cluster: Cluster, tmp_path: Path) -> list[Launch]:
     return launches
 
 
+def accounted_steps(job: str) -> list[str]:
+    return sh("sacct", "-n", "-P", "-D", "-j", job, "-o", "JobID,JobName,State").split()
+
+
+def posts_ended(job: str) -> bool:
+    """Accounting has the end of the job's run and of every signal post (none RUNNING)."""
+    rows = accounted_steps(job)
+    posts = [r for r in rows if "|signal-post|" in r]
+    return len(posts) >= 2 and not any(r.endswith("|RUNNING") for r in rows)
+
+
 def trained(steps: Path, at_least: int) -> bool:
     done = read_steps(steps) if steps.exists() else []
     return bool(done) and done[-1] >= at_least
@@ -93,9 +104,11 @@ def test_the_documented_preemption_test_requeues_and_resumes_every_template(
         assert "got SIGUSR1: forwarding it to" in log, (launch.name, log[-3000:])
         assert "signal-post:" not in log, (launch.name, log[-3000:])  # the post's shell said nothing wrong
         # The post ends before its run does, never killed with the job ("CANCELLED", "Killed").
-        steps = sh("sacct", "-n", "-P", "-D", "-j", launch.target, "-o", "JobID,JobName,State").split()
-        posts = [line for line in steps if "|signal-post|" in line]
-        assert len(posts) >= 2 and all(p.endswith("|COMPLETED") for p in posts), (launch.name, steps)
+        # Accounting records a run's end a moment after the controller (24.11 still said RUNNING).
+        wait_for(lambda job=launch.target: posts_ended(job), 60, 0.5,
+                 f"{launch.name}: every signal-post step ended in accounting")
+        posts = [p for p in accounted_steps(launch.target) if "|signal-post|" in p]
+        assert len(posts) >= 2 and all(p.endswith("|COMPLETED") for p in posts), (launch.name, posts)
         stops = re.findall(r"stopping after step (\d+): (\w+).*?-> exit (\d+)", log)
         assert stops and {(cause, code) for _, cause, code in stops} == {("user_signal", "140")}, \
             (launch.name, stops)
