@@ -3,6 +3,7 @@ holds the item's lock. The restarted scheduler waits for it, names it, and ends 
 has run past its timeout (plus a grace). Never two runs of one item at once."""
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -91,11 +92,7 @@ def test_a_scheduler_killed_while_a_resubmit_sbatch_runs_leaves_exactly_one_job(
                       f'resubmit = "train.slurm"\nfail_fast = "0s"\n', hourly="1h")
     calls = site.root / "sbatch-calls"
     env = {**site.env(), **slow_sbatch(site.root, calls)}
-    argv = [sys.executable, "-m", "watchdogs", "--config", str(site.config), "run"]
-
-    def scheduler(log: str) -> subprocess.Popen[bytes]:
-        with open(site.root / log, "w") as out:
-            return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=site.root)
+    scheduler = functools.partial(start_scheduler, site, env)
 
     wait_for(lambda: accounted(failed), timeout=90, what="accounting has the failed run")
     try:
@@ -123,6 +120,13 @@ def test_a_scheduler_killed_while_a_resubmit_sbatch_runs_leaves_exactly_one_job(
         sh("scancel", f"--name={name}", check=False)
 
 
+def start_scheduler(site: Site, env: dict[str, str], log: str) -> subprocess.Popen[bytes]:
+    """`watchdogs run` in the background, its output in `log` under the site."""
+    argv = [sys.executable, "-m", "watchdogs", "--config", str(site.config), "run"]
+    with open(site.root / log, "w") as out:
+        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=site.root)
+
+
 @pytest.mark.slurm
 def test_a_scheduler_killed_while_a_slurm_dropins_sbatch_runs_leaves_exactly_one_job(
         site: Site, slurm_cluster: Path) -> None:
@@ -133,11 +137,7 @@ def test_a_scheduler_killed_while_a_slurm_dropins_sbatch_runs_leaves_exactly_one
                                "sleep 300\n")
     calls = site.root / "sbatch-calls"
     env = {**site.env(), **slow_sbatch(site.root, calls)}
-    argv = [sys.executable, "-m", "watchdogs", "--config", str(site.config), "run"]
-
-    def scheduler(log: str) -> subprocess.Popen[bytes]:
-        with open(site.root / log, "w") as out:
-            return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=site.root)
+    scheduler = functools.partial(start_scheduler, site, env)
 
     try:
         first = scheduler("first.log")

@@ -57,7 +57,7 @@ def run_instance(config_path: Path, *, chained: bool, stop: StopFlag, registry: 
     registry = registry or load_group(CHECKS_GROUP)
     settings = chain.lenient_settings(config_path, env)
     job_id = env.get("SLURM_JOB_ID") or None
-    if _state_hung(settings, job_id if chained else None, chained, env, runner, clock):
+    if _state_hung(settings, job_id, chained, env, runner, clock):
         return 3
     if settings.stop_file.exists():
         LOG.warning("stop file %s exists: not starting%s (`watchdogs start` removes it)", settings.stop_file,
